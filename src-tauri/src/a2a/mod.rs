@@ -1,0 +1,11 @@
+//! The A2A wire model and its errors. Inside Countersign everything speaks
+//! v1.0 shapes; other dialects are translated at the edge.
+
+pub mod card;
+pub mod error;
+pub mod types;
+
+pub use error::Error;
+
+/// The protocol version this build serves.
+pub const PROTOCOL_VERSION: &str = "1.0";

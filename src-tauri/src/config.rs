@@ -1,0 +1,531 @@
+//! The TOML configuration: bind address, data dir, limits, access
+//! credentials and the agents Countersign serves.
+//!
+//! Errors name the file, the line and the field, so a person can fix them
+//! without reading code.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::store::Durability;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on; `127.0.0.1:7717` when unset.
+    pub bind: Option<String>,
+    /// Where the database lives; the OS data dir when unset.
+    pub data_dir: Option<PathBuf>,
+    /// Base URL the outside world reaches this server at (behind a proxy or
+    /// tunnel). Cards are built from the request's `Host` when unset.
+    pub public_url: Option<String>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub access: Access,
+    #[serde(default)]
+    pub agents: Vec<AgentConfig>,
+}
+
+/// Bounds on what a request may carry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Most parts in one message.
+    pub max_parts: usize,
+    /// Most messages kept in one task's history.
+    pub max_history: usize,
+    /// Deepest JSON nesting accepted in a request.
+    pub max_json_depth: usize,
+    /// Longest a blocking SendMessage waits for the task to settle, in
+    /// seconds; it then answers with the task as it is.
+    pub max_blocking_wait_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 10 * 1024 * 1024,
+            max_parts: 100,
+            max_history: 1000,
+            max_json_depth: 64,
+            max_blocking_wait_secs: 300,
+        }
+    }
+}
+
+/// Storage settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub durability: Durability,
+}
+
+/// Credentials accepted for A2A calls.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Access {
+    pub credentials: Vec<Credential>,
+}
+
+/// One accepted credential: a bearer token or an API key in a header.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credential {
+    /// Who this is; tasks created with it are visible only to it.
+    pub name: String,
+    pub bearer: Option<String>,
+    pub api_key: Option<String>,
+    /// Header carrying the API key; `X-API-Key` when unset.
+    pub header: Option<String>,
+}
+
+/// How a local agent does its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Every task waits for the person.
+    #[default]
+    Human,
+    /// Rules pick a list of steps for each message.
+    Scripted,
+}
+
+/// Who provides the agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub organization: String,
+    pub url: String,
+}
+
+/// A skill on the card.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillConfig {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub examples: Vec<String>,
+    #[serde(default)]
+    pub input_modes: Vec<String>,
+    #[serde(default)]
+    pub output_modes: Vec<String>,
+}
+
+/// What the authenticated extended card adds to the public one.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendedCardConfig {
+    pub description: Option<String>,
+    #[serde(default)]
+    pub skills: Vec<SkillConfig>,
+}
+
+/// A local agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Slug used in URLs: `/a2a/{id}`.
+    pub id: Spanned<String>,
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_version")]
+    pub version: String,
+    #[serde(default)]
+    pub backend: BackendKind,
+    pub provider: Option<ProviderConfig>,
+    pub documentation_url: Option<String>,
+    pub icon_url: Option<String>,
+    #[serde(default)]
+    pub skills: Vec<SkillConfig>,
+    /// Media types accepted in message parts (`type/*` and `*/*` allowed).
+    #[serde(default = "default_input_modes")]
+    pub input_modes: Vec<String>,
+    #[serde(default = "default_output_modes")]
+    pub output_modes: Vec<String>,
+    /// SendStreamingMessage and SubscribeToTask (on by default).
+    #[serde(default = "yes")]
+    pub streaming: bool,
+    /// Declare `capabilities.extendedAgentCard`. With no `extended_card`
+    /// table the call answers ExtendedAgentCardNotConfigured.
+    #[serde(default)]
+    pub extended_agent_card: bool,
+    pub extended_card: Option<ExtendedCardConfig>,
+    /// Human backend: the status message a parked task shows its caller.
+    pub park_message: Option<String>,
+    /// Scripted backend: rules, first match wins.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+    /// Scripted backend: steps when no rule matches.
+    pub fallback: Option<Vec<StepConfig>>,
+}
+
+fn default_version() -> String {
+    "1.0.0".into()
+}
+fn default_input_modes() -> Vec<String> {
+    vec!["*/*".into()]
+}
+fn default_output_modes() -> Vec<String> {
+    vec![
+        "text/plain".into(),
+        "text/markdown".into(),
+        "application/json".into(),
+    ]
+}
+fn yes() -> bool {
+    true
+}
+
+/// A scripted rule: conditions (all that are set must match) and steps.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub message_id_prefix: Option<String>,
+    /// Regular expression searched in the message's text parts.
+    pub text: Option<Spanned<String>>,
+    /// `text`, `raw`, `url`, `data` or `file` (raw or url): some part has it.
+    pub part_kind: Option<String>,
+    pub steps: Vec<StepConfig>,
+}
+
+/// One step of a scripted rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum StepConfig {
+    /// Move to a state, optionally with an agent status message.
+    Status { state: String, text: Option<String> },
+    /// Produce or extend an artifact.
+    Artifact(ArtifactStepConfig),
+    /// Send an agent message (kept in history, streamed as a status update).
+    Message(String),
+    /// Wait this many milliseconds.
+    DelayMs(u64),
+    /// Answer with a Message instead of a Task (only as the first step).
+    Reply(String),
+    /// Complete the task with this agent message.
+    Complete(String),
+    /// Reject the task with this reason.
+    Reject(String),
+    /// Fail the task with this reason.
+    Fail(String),
+}
+
+/// An artifact a step produces.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactStepConfig {
+    pub artifact_id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub parts: Vec<PartConfig>,
+    #[serde(default)]
+    pub append: bool,
+    #[serde(default)]
+    pub last_chunk: bool,
+}
+
+/// A part in config: one of `text`, `raw` (base64), `raw_text` (encoded for
+/// you), `url`, `data`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartConfig {
+    pub text: Option<String>,
+    pub raw: Option<String>,
+    pub raw_text: Option<String>,
+    pub url: Option<String>,
+    pub data: Option<serde_json::Value>,
+    pub filename: Option<String>,
+    pub media_type: Option<String>,
+}
+
+/// A configuration problem, with where it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl Config {
+    /// The configuration used when no file is given: one human agent, `inbox`.
+    pub fn default_config() -> Config {
+        let toml = "[[agents]]\nid = \"inbox\"\nname = \"Inbox\"\ndescription = \"Asks a person: every task waits for their approval, answer or rejection.\"\n";
+        // The literal above is valid; parsing it cannot fail.
+        Config::parse(toml, Path::new("<built-in>")).unwrap_or_else(|_| Config {
+            bind: None,
+            data_dir: None,
+            public_url: None,
+            limits: Limits::default(),
+            store: StoreConfig::default(),
+            access: Access::default(),
+            agents: Vec::new(),
+        })
+    }
+
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and checks configuration text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError {
+            path: path.to_path_buf(),
+            line: e.span().map(|s| line_of(s.start)),
+            message: e.message().to_owned(),
+        })?;
+        let err = |span: Option<std::ops::Range<usize>>, message: String| ConfigError {
+            path: path.to_path_buf(),
+            line: span.map(|s| line_of(s.start)),
+            message,
+        };
+        if cfg.agents.is_empty() {
+            cfg.agents = Config::default_config().agents;
+        }
+        let mut seen = HashSet::new();
+        for (i, a) in cfg.agents.iter().enumerate() {
+            let id = a.id.get_ref();
+            if !is_slug(id) {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!(
+                        "agents[{i}].id: `{id}` is not a slug (lowercase letters, digits and `-`, 1 to 64 characters)"
+                    ),
+                ));
+            }
+            if !seen.insert(id.clone()) {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!("agents[{i}].id: `{id}` is used by two agents"),
+                ));
+            }
+            match a.backend {
+                BackendKind::Scripted if a.rules.is_empty() && a.fallback.is_none() => {
+                    return Err(err(
+                        Some(a.id.span()),
+                        format!(
+                            "agents[{i}] (`{id}`): a scripted agent needs `rules` or a `fallback`"
+                        ),
+                    ));
+                }
+                BackendKind::Human if !a.rules.is_empty() => {
+                    return Err(err(
+                        Some(a.id.span()),
+                        format!(
+                            "agents[{i}] (`{id}`): `rules` apply to scripted agents only; set backend = \"scripted\""
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+            for (j, r) in a.rules.iter().enumerate() {
+                if let Some(t) = &r.text
+                    && let Err(e) = regex::Regex::new(t.get_ref())
+                {
+                    return Err(err(
+                        Some(t.span()),
+                        format!("agents[{i}].rules[{j}].text: invalid regular expression: {e}"),
+                    ));
+                }
+                if let Some(k) = &r.part_kind
+                    && !["text", "raw", "url", "data", "file"].contains(&k.as_str())
+                {
+                    return Err(err(
+                        Some(a.id.span()),
+                        format!(
+                            "agents[{i}].rules[{j}].part_kind: `{k}` is not one of text, raw, url, data, file"
+                        ),
+                    ));
+                }
+                check_steps(&r.steps).map_err(|m| {
+                    err(
+                        Some(a.id.span()),
+                        format!("agents[{i}].rules[{j}].steps: {m}"),
+                    )
+                })?;
+            }
+            if let Some(f) = &a.fallback {
+                check_steps(f)
+                    .map_err(|m| err(Some(a.id.span()), format!("agents[{i}].fallback: {m}")))?;
+            }
+        }
+        for (i, c) in cfg.access.credentials.iter().enumerate() {
+            if c.bearer.is_some() == c.api_key.is_some() {
+                return Err(err(
+                    None,
+                    format!(
+                        "access.credentials[{i}] (`{}`): set exactly one of `bearer` or `api_key`",
+                        c.name
+                    ),
+                ));
+            }
+            if c.bearer
+                .as_deref()
+                .or(c.api_key.as_deref())
+                .is_some_and(|s| s.len() < 16)
+            {
+                return Err(err(
+                    None,
+                    format!(
+                        "access.credentials[{i}] (`{}`): the secret must be at least 16 characters",
+                        c.name
+                    ),
+                ));
+            }
+        }
+        if let Some(bind) = &cfg.bind
+            && bind.parse::<std::net::SocketAddr>().is_err()
+        {
+            return Err(err(
+                None,
+                format!("bind: `{bind}` is not HOST:PORT with an IP address"),
+            ));
+        }
+        if cfg.limits.max_body_bytes == 0
+            || cfg.limits.max_parts == 0
+            || cfg.limits.max_json_depth < 4
+        {
+            return Err(err(None, "limits: max_body_bytes and max_parts must be positive and max_json_depth at least 4".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// The default data dir of this OS (`~/.local/share/countersign` on Linux).
+    pub fn default_data_dir() -> Option<PathBuf> {
+        directories::ProjectDirs::from("", "", "countersign").map(|d| d.data_dir().to_path_buf())
+    }
+}
+
+fn check_steps(steps: &[StepConfig]) -> Result<(), String> {
+    for (k, s) in steps.iter().enumerate() {
+        match s {
+            StepConfig::Status { state, .. }
+                if crate::a2a::types::TaskState::parse(state).is_none() =>
+            {
+                return Err(format!("[{k}]: unknown state `{state}`"));
+            }
+            StepConfig::Reply(_) if k != 0 => {
+                return Err(format!(
+                    "[{k}]: `reply` answers with a Message and must be the only step"
+                ));
+            }
+            StepConfig::Reply(_) if steps.len() > 1 => {
+                return Err("`reply` answers with a Message and must be the only step".into());
+            }
+            StepConfig::Artifact(a) => {
+                if a.parts.is_empty() {
+                    return Err(format!("[{k}]: an artifact needs at least one part"));
+                }
+                for p in &a.parts {
+                    let n = [
+                        p.text.is_some(),
+                        p.raw.is_some(),
+                        p.raw_text.is_some(),
+                        p.url.is_some(),
+                        p.data.is_some(),
+                    ]
+                    .iter()
+                    .filter(|b| **b)
+                    .count();
+                    if n != 1 {
+                        return Err(format!(
+                            "[{k}]: each part needs exactly one of text, raw, raw_text, url, data"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// 1 to 64 of `a-z`, `0-9`, `-`, not starting with `-`.
+pub fn is_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with('-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_agents_means_one_human_inbox() {
+        let c = Config::parse("", Path::new("c.toml")).unwrap();
+        assert_eq!(c.agents.len(), 1);
+        assert_eq!(c.agents[0].id.get_ref(), "inbox");
+        assert_eq!(c.agents[0].backend, BackendKind::Human);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let e = Config::parse(
+            "bind = \"127.0.0.1:1\"\n[[agents]]\nid = \"x\"\nnmae = \"typo\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("c.toml:4"), "{e}");
+        assert!(e.contains("nmae"), "{e}");
+        let e = Config::parse("[[agents]]\nid = \"Bad Id\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("c.toml:2") && e.contains("agents[0].id"),
+            "{e}"
+        );
+        let e = Config::parse(
+            "[[agents]]\nid = \"s\"\nbackend = \"scripted\"\n[[agents.rules]]\ntext = \"(\"\nsteps = []\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("c.toml:5") && e.contains("rules[0].text"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn steps_parse_from_inline_tables() {
+        let c = Config::parse(
+            r#"[[agents]]
+id = "s"
+backend = "scripted"
+[[agents.rules]]
+message_id_prefix = "x"
+steps = [ { status = { state = "working" } }, { delay_ms = 5 },
+          { artifact = { name = "a", parts = [ { data = { key = "value", count = 42 } } ] } },
+          { complete = "done" } ]
+"#,
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.agents[0].rules[0].steps.len(), 4);
+    }
+}

@@ -1,0 +1,837 @@
+//! The engine: the only place that changes task state. A2A handlers, the UI
+//! API, the desktop shell and the CLI are thin adapters over it.
+//!
+//! Every change is written through the store's single writer and published
+//! on the [`Bus`] right after its commit, so what a subscriber sees is always
+//! already durable, in the order it was stored.
+
+pub mod backend;
+pub mod events;
+pub mod lifecycle;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::a2a::Error;
+use crate::a2a::types::{
+    ListPushConfigsResponse, ListTasksRequest, ListTasksResponse, Message, PartContent,
+    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent, format_timestamp,
+    parse_timestamp,
+};
+use crate::clock::now_ms;
+use crate::config::{AgentConfig, Limits};
+use crate::store::{self, ListFilter, NewTask, Store, TaskHead, tasks};
+use backend::{Backend, Plan, Step};
+pub use events::{Bus, Event};
+
+/// A local agent: its configuration and its backend.
+pub struct Agent {
+    pub config: AgentConfig,
+    backend: Box<dyn Backend>,
+}
+
+impl Agent {
+    pub fn id(&self) -> &str {
+        self.config.id.get_ref()
+    }
+}
+
+/// The result of accepting a message: the first answer, and for a task the
+/// live events that follow it.
+pub struct Started {
+    /// The Message reply, or the Task as it stood right after the message
+    /// was committed.
+    pub reply: SendMessageResponse,
+    /// Sequence number of the last event the snapshot includes.
+    pub seq: i64,
+    /// Events of the task after the snapshot.
+    pub events: Option<broadcast::Receiver<Arc<Event>>>,
+    /// The run the message started, if any.
+    pub run: Option<JoinHandle<()>>,
+}
+
+/// The engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    bus: Bus,
+    agents: Vec<Arc<Agent>>,
+    limits: Limits,
+}
+
+impl From<store::Error> for Error {
+    fn from(e: store::Error) -> Self {
+        tracing::error!("storage failure: {e}");
+        Error::Internal("storage failure; see the server log".into())
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl Engine {
+    /// Builds the engine over an open store, one [`Agent`] per configured agent.
+    pub fn new(store: Store, agents: &[AgentConfig], limits: Limits) -> Engine {
+        let agents = agents
+            .iter()
+            .map(|c| {
+                Arc::new(Agent {
+                    config: c.clone(),
+                    backend: backend::from_config(c),
+                })
+            })
+            .collect();
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                bus: Bus::default(),
+                agents,
+                limits,
+            }),
+        }
+    }
+
+    pub fn agents(&self) -> &[Arc<Agent>] {
+        &self.inner.agents
+    }
+
+    pub fn agent(&self, id: &str) -> Option<&Arc<Agent>> {
+        self.inner.agents.iter().find(|a| a.id() == id)
+    }
+
+    pub fn bus(&self) -> &Bus {
+        &self.inner.bus
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// After a restart: runs of scripted agents that were cut off mid-way
+    /// cannot resume, so their tasks fail with a message saying why rather
+    /// than hang in `working` for ever. Parked tasks are untouched.
+    pub async fn recover(&self) -> Result<usize, Error> {
+        let scripted: Vec<String> = self
+            .agents()
+            .iter()
+            .filter(|a| a.config.backend == crate::config::BackendKind::Scripted)
+            .map(|a| a.id().to_owned())
+            .collect();
+        let stuck: Vec<String> = self
+            .inner
+            .store
+            .read(move |conn| {
+                let mut out = Vec::new();
+                let mut stmt = conn.prepare(
+                    "SELECT id, agent_id FROM tasks WHERE state IN (1, 2) AND origin = 'served'",
+                )?;
+                let rows =
+                    stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+                for row in rows {
+                    let (id, agent) = row?;
+                    if scripted.contains(&agent) {
+                        out.push(id);
+                    }
+                }
+                Ok(out)
+            })
+            .await?;
+        for id in &stuck {
+            let msg = Message::agent(vec![crate::a2a::types::Part::text(
+                "Countersign restarted while this task was running; it cannot resume.",
+            )]);
+            self.apply(id, Step::Status(TaskState::Failed, Some(msg)))
+                .await?;
+        }
+        Ok(stuck.len())
+    }
+
+    fn check_message(&self, agent: &Agent, m: &Message) -> Result<(), Error> {
+        if m.role != crate::a2a::types::Role::User {
+            return Err(Error::InvalidParams(
+                "message.role must be ROLE_USER".into(),
+            ));
+        }
+        let limits = &self.inner.limits;
+        if m.parts.len() > limits.max_parts {
+            return Err(Error::InvalidParams(format!(
+                "message has {} parts; the limit is {}",
+                m.parts.len(),
+                limits.max_parts
+            )));
+        }
+        for p in &m.parts {
+            let media = match (&p.media_type, &p.content) {
+                (Some(t), _) if !t.is_empty() => t.as_str(),
+                (_, PartContent::Text(_)) => "text/plain",
+                (_, PartContent::Data(_)) => "application/json",
+                _ => continue,
+            };
+            if !accepts(&agent.config.input_modes, media) {
+                return Err(Error::ContentTypeNotSupported(format!(
+                    "agent `{}` does not accept `{media}`; it accepts {}",
+                    agent.id(),
+                    agent.config.input_modes.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Accepts a message for `agent` from `owner`: creates or continues a
+    /// task (committed before this returns) and starts its run.
+    pub async fn send(
+        &self,
+        agent: &Arc<Agent>,
+        owner: &str,
+        req: SendMessageRequest,
+    ) -> Result<Started, Error> {
+        let mut msg = req.message;
+        self.check_message(agent, &msg)?;
+        if req
+            .configuration
+            .as_ref()
+            .is_some_and(|c| c.task_push_notification_config.is_some())
+        {
+            return Err(Error::PushNotificationNotSupported);
+        }
+        let continuing = msg.task_id.is_some();
+        let plan = agent.backend.plan(&msg, continuing);
+        let steps = match plan {
+            Plan::Reply(mut reply) => {
+                if let Some(task_id) = &msg.task_id {
+                    let head = self.owned_head(agent, owner, task_id).await?;
+                    reply.context_id = Some(head.context_id);
+                    reply.task_id = Some(head.id);
+                } else {
+                    reply.context_id = Some(msg.context_id.clone().unwrap_or_else(new_id));
+                }
+                return Ok(Started {
+                    reply: SendMessageResponse::Message(reply),
+                    seq: 0,
+                    events: None,
+                    run: None,
+                });
+            }
+            Plan::Run(steps) => steps,
+        };
+        let agent_id = agent.id().to_owned();
+        let owner_s = owner.to_owned();
+        let (task_id, rx, seq, snapshot) = if let Some(task_id) = msg.task_id.clone() {
+            let max_history = self.inner.limits.max_history as i64;
+            let (aid, own, tid) = (agent_id.clone(), owner_s.clone(), task_id.clone());
+            self.inner
+                .store
+                .write(move |conn| {
+                    let Some(h) = tasks::head(conn, &tid)?.filter(|h| h.agent_id == aid && h.owner == own) else {
+                        return Ok(Err(Error::TaskNotFound(tid)));
+                    };
+                    if let Some(c) = &msg.context_id
+                        && *c != h.context_id
+                    {
+                        return Ok(Err(Error::InvalidParams(format!(
+                            "message.contextId `{c}` does not match the context `{}` of task `{tid}`",
+                            h.context_id
+                        ))));
+                    }
+                    if h.state.is_terminal() {
+                        return Ok(Err(Error::UnsupportedOperation(format!(
+                            "task `{tid}` is {} and cannot accept further messages",
+                            h.state.short_name()
+                        ))));
+                    }
+                    if h.history_len >= max_history {
+                        return Ok(Err(Error::InvalidParams(format!(
+                            "task `{tid}` already holds {max_history} messages, the most one task may keep"
+                        ))));
+                    }
+                    msg.context_id = Some(h.context_id.clone());
+                    tasks::append_message(conn, &tid, &msg)?;
+                    Ok(Ok(()))
+                })
+                .await??;
+            let rx = self.inner.bus.subscribe_task(&task_id);
+            let (head, task) = self.load_owned(agent, owner, &task_id, None).await?;
+            (task_id, rx, head.last_seq, task)
+        } else {
+            let id = new_id();
+            let context_id = msg.context_id.clone().unwrap_or_else(new_id);
+            msg.task_id = Some(id.clone());
+            msg.context_id = Some(context_id.clone());
+            let now = now_ms();
+            let task = Task {
+                id: id.clone(),
+                context_id: context_id.clone(),
+                status: TaskStatus {
+                    state: TaskState::Submitted,
+                    message: None,
+                    timestamp: Some(format_timestamp(now)),
+                },
+                artifacts: None,
+                history: vec![msg.clone()],
+                metadata: req.metadata.clone(),
+            };
+            let new = NewTask {
+                id: id.clone(),
+                agent_id: agent_id.clone(),
+                owner: owner_s.clone(),
+                context_id,
+                status: task.status.clone(),
+                metadata: req.metadata,
+                now_ms: now,
+            };
+            let snapshot = task.clone();
+            let seq = self
+                .inner
+                .store
+                .write(move |conn| {
+                    tasks::insert_task(conn, &new)?;
+                    tasks::append_message(conn, &new.id, &msg)?;
+                    tasks::append_event(conn, &new.id, &StreamResponse::Task(task), now)
+                })
+                .await?;
+            let rx = self.inner.bus.subscribe_task(&id);
+            (id, rx, seq, snapshot)
+        };
+        let run = (!steps.is_empty()).then(|| {
+            let engine = self.clone();
+            tokio::spawn(async move { engine.run(task_id, steps).await })
+        });
+        Ok(Started {
+            reply: SendMessageResponse::Task(snapshot),
+            seq,
+            events: Some(rx),
+            run,
+        })
+    }
+
+    /// Carries out a backend's steps on a task, then settles it: a run that
+    /// ends with the task still submitted or working completes it.
+    async fn run(&self, task_id: String, steps: Vec<Step>) {
+        let mut last_artifact: Option<String> = None;
+        for step in steps {
+            let step = match step {
+                Step::Delay(d) => {
+                    tokio::time::sleep(d).await;
+                    continue;
+                }
+                Step::Artifact {
+                    mut artifact,
+                    append,
+                    last_chunk,
+                    id_given,
+                } => {
+                    if append
+                        && !id_given
+                        && let Some(id) = &last_artifact
+                    {
+                        artifact.artifact_id = id.clone();
+                    }
+                    last_artifact = Some(artifact.artifact_id.clone());
+                    Step::Artifact {
+                        artifact,
+                        append,
+                        last_chunk,
+                        id_given,
+                    }
+                }
+                other => other,
+            };
+            if let Err(e) = self.apply(&task_id, step).await {
+                tracing::debug!(task = %task_id, "run stopped: {e}");
+                return;
+            }
+        }
+        let settle = Step::Status(TaskState::Completed, None);
+        match self
+            .apply_if(&task_id, settle, |s| {
+                matches!(s, TaskState::Submitted | TaskState::Working)
+            })
+            .await
+        {
+            Ok(_) => {}
+            Err(e) => tracing::debug!(task = %task_id, "settling stopped: {e}"),
+        }
+    }
+
+    /// Applies one step to a task: checks the move, commits it with its
+    /// event, publishes the event.
+    pub async fn apply(&self, task_id: &str, step: Step) -> Result<Option<Arc<Event>>, Error> {
+        self.apply_if(task_id, step, |_| true).await
+    }
+
+    async fn apply_if(
+        &self,
+        task_id: &str,
+        step: Step,
+        when: impl FnOnce(TaskState) -> bool + Send + 'static,
+    ) -> Result<Option<Arc<Event>>, Error> {
+        let engine = self.clone();
+        let tid = task_id.to_owned();
+        let outcome = self
+            .inner
+            .store
+            .write_then(
+                move |conn| {
+                    let Some(h) = tasks::head(conn, &tid)? else {
+                        return Ok(Err(Error::TaskNotFound(tid)));
+                    };
+                    if !when(h.state) {
+                        return Ok(Ok(None));
+                    }
+                    let now = now_ms();
+                    let (state, body) = match step {
+                        Step::Status(state, message) => {
+                            if !lifecycle::can_move(h.state, state) {
+                                return Ok(Err(Error::UnsupportedOperation(format!(
+                                    "task `{tid}` cannot move from {} to {}",
+                                    h.state.short_name(),
+                                    state.short_name()
+                                ))));
+                            }
+                            let message = message.map(|mut m| {
+                                m.task_id = Some(tid.clone());
+                                m.context_id = Some(h.context_id.clone());
+                                m
+                            });
+                            if let Some(m) = &message {
+                                tasks::append_message(conn, &tid, m)?;
+                            }
+                            let status = TaskStatus {
+                                state,
+                                message,
+                                timestamp: Some(format_timestamp(now)),
+                            };
+                            tasks::set_status(conn, &tid, &status, now)?;
+                            (
+                                state,
+                                StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                                    task_id: tid.clone(),
+                                    context_id: h.context_id.clone(),
+                                    status,
+                                    metadata: None,
+                                }),
+                            )
+                        }
+                        Step::Artifact {
+                            artifact,
+                            append,
+                            last_chunk,
+                            ..
+                        } => {
+                            if h.state.is_terminal() {
+                                return Ok(Err(Error::UnsupportedOperation(format!(
+                                    "task `{tid}` is {}; no more artifacts",
+                                    h.state.short_name()
+                                ))));
+                            }
+                            tasks::put_artifact(conn, &tid, &artifact, append)?;
+                            conn.prepare_cached("UPDATE tasks SET updated_ms = ?2 WHERE id = ?1")?
+                                .execute(rusqlite::params![tid, now])?;
+                            (
+                                h.state,
+                                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                                    task_id: tid.clone(),
+                                    context_id: h.context_id.clone(),
+                                    artifact,
+                                    append,
+                                    last_chunk,
+                                    metadata: None,
+                                }),
+                            )
+                        }
+                        Step::Delay(_) => return Ok(Ok(None)),
+                    };
+                    let seq = tasks::append_event(conn, &tid, &body, now)?;
+                    Ok(Ok(Some(Event {
+                        task_id: tid,
+                        agent_id: h.agent_id,
+                        owner: h.owner,
+                        seq,
+                        state,
+                        body,
+                    })))
+                },
+                move |out: &Result<Option<Event>, Error>| {
+                    if let Ok(Some(ev)) = out {
+                        engine.inner.bus.publish(ev.clone());
+                    }
+                },
+            )
+            .await??;
+        Ok(outcome.map(Arc::new))
+    }
+
+    /// Waits until a started task settles (terminal or interrupted) or its run
+    /// ends, at most `limit`. Used by blocking SendMessage.
+    pub async fn wait_settled(&self, started: &mut Started, limit: Duration) {
+        let Some(rx) = started.events.as_mut() else {
+            return;
+        };
+        let run = started.run.take();
+        if run.is_none() {
+            // Nothing will change the task on this message's behalf.
+            return;
+        }
+        let deadline = tokio::time::sleep(limit);
+        tokio::pin!(deadline);
+        let mut run = run;
+        loop {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Ok(ev) if ev.seq > started.seq && (ev.state.is_terminal() || ev.state.is_interrupted()) => break,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                _ = async { if let Some(r) = run.as_mut() { let _ = r.await; } else { std::future::pending::<()>().await } } => {
+                    run = None;
+                    // The run has finished: its events are all published.
+                    break;
+                }
+                _ = &mut deadline => break,
+            }
+        }
+        if let Some(r) = run {
+            // Let the run go on in the background; the caller answers now.
+            drop(r);
+        }
+    }
+
+    async fn owned_head(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        task_id: &str,
+    ) -> Result<TaskHead, Error> {
+        let tid = task_id.to_owned();
+        let head = self
+            .inner
+            .store
+            .read(move |conn| tasks::head(conn, &tid))
+            .await?;
+        head.filter(|h| h.agent_id == agent.id() && h.owner == owner)
+            .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
+    }
+
+    async fn load_owned(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<(TaskHead, Task), Error> {
+        let tid = task_id.to_owned();
+        let found = self
+            .inner
+            .store
+            .read(move |conn| tasks::load(conn, &tid, history, true))
+            .await?;
+        found
+            .filter(|(h, _)| h.agent_id == agent.id() && h.owner == owner)
+            .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
+    }
+
+    /// GetTask.
+    pub async fn get_task(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        id: &str,
+        history_length: Option<i32>,
+    ) -> Result<Task, Error> {
+        let history = history_arg(history_length)?;
+        Ok(self.load_owned(agent, owner, id, history).await?.1)
+    }
+
+    /// The task as it stands now, after a send (history trimmed as asked).
+    pub async fn current(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        id: &str,
+        history_length: Option<i32>,
+    ) -> Result<Task, Error> {
+        self.get_task(agent, owner, id, history_length).await
+    }
+
+    /// ListTasks.
+    pub async fn list_tasks(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        req: ListTasksRequest,
+    ) -> Result<ListTasksResponse, Error> {
+        let page_size = match req.page_size {
+            None => 50,
+            Some(n) if (1..=100).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(Error::InvalidParams(format!(
+                    "pageSize must be between 1 and 100 inclusive, got {n}"
+                )));
+            }
+        };
+        let history = history_arg(req.history_length)?;
+        let updated_after_ms = match req
+            .status_timestamp_after
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
+            None => None,
+            Some(s) => Some(parse_timestamp(s).ok_or_else(|| {
+                Error::InvalidParams(format!(
+                    "statusTimestampAfter `{s}` is not an ISO 8601 timestamp"
+                ))
+            })?),
+        };
+        let page_token = req.page_token.filter(|t| !t.is_empty());
+        if let Some(t) = &page_token
+            && tasks::decode_page_token(t).is_none()
+        {
+            return Err(Error::InvalidParams(format!(
+                "pageToken `{t}` is not a token this server issued"
+            )));
+        }
+        let filter = ListFilter {
+            agent_id: agent.id().to_owned(),
+            owner: owner.to_owned(),
+            context_id: req.context_id.filter(|c| !c.is_empty()),
+            state: req.status,
+            updated_after_ms,
+            page_size,
+            page_token,
+            history,
+            include_artifacts: req.include_artifacts.unwrap_or(false),
+        };
+        let page = self
+            .inner
+            .store
+            .read(move |conn| tasks::list(conn, &filter))
+            .await?;
+        Ok(ListTasksResponse {
+            tasks: page.tasks,
+            next_page_token: page.next_page_token,
+            page_size: page_size as i32,
+            total_size: page.total_size as i32,
+        })
+    }
+
+    /// CancelTask.
+    pub async fn cancel(&self, agent: &Agent, owner: &str, id: &str) -> Result<Task, Error> {
+        let head = self.owned_head(agent, owner, id).await?;
+        if head.state.is_terminal() {
+            return Err(Error::TaskNotCancelable(format!(
+                "task `{id}` is already {}",
+                head.state.short_name()
+            )));
+        }
+        match self
+            .apply(id, Step::Status(TaskState::Canceled, None))
+            .await
+        {
+            Ok(_) => {}
+            // Finished between the check and the write.
+            Err(Error::UnsupportedOperation(_)) => {
+                return Err(Error::TaskNotCancelable(format!(
+                    "task `{id}` has already finished"
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+        self.get_task(agent, owner, id, None).await
+    }
+
+    /// SubscribeToTask: the task now, and its events from then on.
+    pub async fn subscribe(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        id: &str,
+    ) -> Result<(Task, i64, broadcast::Receiver<Arc<Event>>), Error> {
+        // Subscribe first, then read: events committed after the read are in
+        // the channel; those before it are in the snapshot (skipped by seq).
+        let rx = self.inner.bus.subscribe_task(id);
+        let (head, task) = self.load_owned(agent, owner, id, None).await?;
+        if head.state.is_terminal() {
+            return Err(Error::UnsupportedOperation(format!(
+                "task `{id}` is {}; a finished task has no updates to subscribe to",
+                head.state.short_name()
+            )));
+        }
+        Ok((task, head.last_seq, rx))
+    }
+
+    /// CreateTaskPushNotificationConfig: checks and stores the config.
+    pub async fn create_push_config(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        mut cfg: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, Error> {
+        let task_id = cfg
+            .task_id
+            .clone()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Error::InvalidParams("taskId is required".into()))?;
+        check_push_url(&cfg.url)?;
+        if let Some(a) = &cfg.authentication
+            && a.scheme.trim().is_empty()
+        {
+            return Err(Error::InvalidParams(
+                "authentication.scheme must not be empty".into(),
+            ));
+        }
+        self.owned_head(agent, owner, &task_id).await?;
+        if cfg.id.as_deref().is_none_or(str::is_empty) {
+            cfg.id = Some(new_id());
+        }
+        let stored = cfg.clone();
+        self.inner
+            .store
+            .write(move |conn| tasks::put_push_config(conn, &stored, now_ms()))
+            .await?;
+        Ok(cfg)
+    }
+
+    /// GetTaskPushNotificationConfig.
+    pub async fn get_push_config(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        task_id: &str,
+        id: &str,
+    ) -> Result<TaskPushNotificationConfig, Error> {
+        self.owned_head(agent, owner, task_id).await?;
+        let (t, i) = (task_id.to_owned(), id.to_owned());
+        self.inner
+            .store
+            .read(move |conn| tasks::get_push_config(conn, &t, &i))
+            .await?
+            .ok_or_else(|| {
+                Error::TaskNotFound(format!("{task_id} (no push notification config `{id}`)"))
+            })
+    }
+
+    /// ListTaskPushNotificationConfigs.
+    pub async fn list_push_configs(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        task_id: &str,
+        page_size: Option<i32>,
+        page_token: Option<String>,
+    ) -> Result<ListPushConfigsResponse, Error> {
+        self.owned_head(agent, owner, task_id).await?;
+        let size = match page_size {
+            None | Some(0) => 100,
+            Some(n) if (1..=100).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(Error::InvalidParams(format!(
+                    "pageSize must be between 1 and 100 inclusive, got {n}"
+                )));
+            }
+        };
+        let t = task_id.to_owned();
+        let after = page_token.filter(|p| !p.is_empty());
+        let mut configs = self
+            .inner
+            .store
+            .read(move |conn| tasks::list_push_configs(conn, &t, after.as_deref(), size + 1))
+            .await?;
+        let next_page_token = if configs.len() > size {
+            configs.truncate(size);
+            configs
+                .last()
+                .and_then(|c| c.id.clone())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(ListPushConfigsResponse {
+            configs,
+            next_page_token,
+        })
+    }
+
+    /// DeleteTaskPushNotificationConfig (idempotent).
+    pub async fn delete_push_config(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        task_id: &str,
+        id: &str,
+    ) -> Result<(), Error> {
+        self.owned_head(agent, owner, task_id).await?;
+        let (t, i) = (task_id.to_owned(), id.to_owned());
+        self.inner
+            .store
+            .write(move |conn| tasks::delete_push_config(conn, &t, &i))
+            .await?;
+        Ok(())
+    }
+}
+
+fn history_arg(h: Option<i32>) -> Result<Option<usize>, Error> {
+    match h {
+        None => Ok(None),
+        Some(n) if n >= 0 => Ok(Some(n as usize)),
+        Some(n) => Err(Error::InvalidParams(format!(
+            "historyLength must be zero or more, got {n}"
+        ))),
+    }
+}
+
+/// Whether a media type is accepted by a list of modes (`type/*`, `*/*`).
+fn accepts(modes: &[String], media: &str) -> bool {
+    let media = media
+        .split(';')
+        .next()
+        .unwrap_or(media)
+        .trim()
+        .to_ascii_lowercase();
+    modes.iter().any(|m| {
+        let m = m.trim().to_ascii_lowercase();
+        m == "*/*"
+            || m == media
+            || m.strip_suffix("/*")
+                .is_some_and(|prefix| media.split('/').next() == Some(prefix))
+    })
+}
+
+/// A webhook URL must be absolute http(s) with a host.
+fn check_push_url(u: &str) -> Result<(), Error> {
+    let parsed = url::Url::parse(u)
+        .map_err(|e| Error::InvalidParams(format!("url `{u}` is not a valid URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(Error::InvalidParams(format!(
+            "url `{u}` must be an http or https URL with a host"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts;
+
+    #[test]
+    fn media_type_matching() {
+        let modes = vec!["text/plain".to_string(), "image/*".to_string()];
+        assert!(accepts(&modes, "text/plain; charset=utf-8"));
+        assert!(accepts(&modes, "image/png"));
+        assert!(!accepts(&modes, "application/x-unsupported-tck-type"));
+        assert!(accepts(&["*/*".to_string()], "application/pdf"));
+    }
+}

@@ -1,0 +1,11 @@
+//! Countersign: an approval inbox for AI agents that speak A2A.
+//!
+//! The core (wire model, store, engine, server) builds without Tauri; the
+//! desktop shell is behind the `desktop` feature. See ARCHITECTURE.md.
+
+pub mod a2a;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod server;
+pub mod store;

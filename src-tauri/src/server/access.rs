@@ -1,0 +1,122 @@
+//! Who is calling: credentials from the config, checked in constant time.
+//!
+//! Bound to loopback, A2A calls are open and belong to the `local` owner; a
+//! credential, when presented, must be valid and then names the owner. Bound
+//! elsewhere, every A2A call needs a credential (the card stays public).
+
+use axum::http::HeaderMap;
+use subtle::ConstantTimeEq;
+
+use crate::a2a::Error;
+use crate::config::Credential;
+
+/// The owner of tasks created without credentials on a loopback server.
+pub const LOCAL_OWNER: &str = "local";
+
+/// The access policy of a running server.
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    pub credentials: Vec<Credential>,
+    /// Calls without credentials are allowed (loopback bind, or `--insecure`).
+    pub open: bool,
+}
+
+impl AccessPolicy {
+    /// The owner a request acts as, or why it may not act at all.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<String, Error> {
+        let bearer = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, rest) = v.trim().split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| rest.trim().to_owned())
+            });
+        let mut presented = bearer.is_some();
+        for c in &self.credentials {
+            if let (Some(expected), Some(got)) = (&c.bearer, &bearer)
+                && bool::from(expected.as_bytes().ct_eq(got.as_bytes()))
+            {
+                return Ok(c.name.clone());
+            }
+            if let Some(expected) = &c.api_key {
+                let header = c.header.as_deref().unwrap_or("X-API-Key");
+                if let Some(got) = headers.get(header) {
+                    presented = true;
+                    if bool::from(expected.as_bytes().ct_eq(got.as_bytes())) {
+                        return Ok(c.name.clone());
+                    }
+                }
+            }
+        }
+        if presented {
+            return Err(Error::Unauthenticated(
+                "the credential presented is not valid".into(),
+            ));
+        }
+        if self.open {
+            return Ok(LOCAL_OWNER.to_owned());
+        }
+        Err(Error::Unauthenticated(
+            "this server requires a bearer token or API key; see securitySchemes in the agent card"
+                .into(),
+        ))
+    }
+
+    /// `WWW-Authenticate` challenge naming the accepted schemes.
+    pub fn challenge(&self) -> String {
+        if self.credentials.iter().any(|c| c.bearer.is_some()) {
+            "Bearer realm=\"countersign\"".into()
+        } else {
+            "ApiKey realm=\"countersign\"".into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(open: bool) -> AccessPolicy {
+        AccessPolicy {
+            open,
+            credentials: vec![
+                Credential {
+                    name: "ci".into(),
+                    bearer: Some("0123456789abcdef".into()),
+                    api_key: None,
+                    header: None,
+                },
+                Credential {
+                    name: "bot".into(),
+                    bearer: None,
+                    api_key: Some("key-0123456789ab".into()),
+                    header: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn credentials_name_the_owner() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer 0123456789abcdef".parse().unwrap());
+        assert_eq!(policy(false).authenticate(&h).unwrap(), "ci");
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", "key-0123456789ab".parse().unwrap());
+        assert_eq!(policy(false).authenticate(&h).unwrap(), "bot");
+    }
+
+    #[test]
+    fn wrong_or_missing_credentials_are_refused() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer nope".parse().unwrap());
+        assert!(policy(true).authenticate(&h).is_err());
+        assert!(policy(false).authenticate(&HeaderMap::new()).is_err());
+        assert_eq!(
+            policy(true).authenticate(&HeaderMap::new()).unwrap(),
+            LOCAL_OWNER
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! Agent cards: built from config and the URL clients reach us at, served
+//! with `Cache-Control`, `ETag` and `Last-Modified`, 304 on a match.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{AppState, Shared, base_url, rest};
+use crate::a2a::Error;
+use crate::a2a::card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
+use crate::config::SkillConfig;
+use crate::engine::Agent;
+
+/// How long clients may cache a card, in seconds.
+const CARD_MAX_AGE: u32 = 300;
+
+fn skill(s: &SkillConfig) -> AgentSkill {
+    AgentSkill {
+        id: s.id.clone(),
+        name: s.name.clone(),
+        description: s.description.clone(),
+        tags: s.tags.clone(),
+        examples: s.examples.clone(),
+        input_modes: s.input_modes.clone(),
+        output_modes: s.output_modes.clone(),
+    }
+}
+
+/// The public card of `agent`, with interfaces under `base`.
+pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
+    let c = &agent.config;
+    let url = format!("{base}/a2a/{}", agent.id());
+    let mut skills: Vec<AgentSkill> = c.skills.iter().map(skill).collect();
+    if skills.is_empty() {
+        skills.push(AgentSkill {
+            id: agent.id().to_owned(),
+            name: c.name.clone().unwrap_or_else(|| agent.id().to_owned()),
+            description: if c.description.is_empty() {
+                "Handles any request.".into()
+            } else {
+                c.description.clone()
+            },
+            tags: vec![format!("{:?}", c.backend).to_ascii_lowercase()],
+            examples: Vec::new(),
+            input_modes: Vec::new(),
+            output_modes: Vec::new(),
+        });
+    }
+    let (security_schemes, security_requirements) = security(state);
+    AgentCard {
+        name: c.name.clone().unwrap_or_else(|| agent.id().to_owned()),
+        description: if c.description.is_empty() {
+            format!("Countersign agent `{}`", agent.id())
+        } else {
+            c.description.clone()
+        },
+        supported_interfaces: vec![
+            AgentInterface {
+                url: url.clone(),
+                protocol_binding: "JSONRPC".into(),
+                tenant: None,
+                protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
+            },
+            AgentInterface {
+                url,
+                protocol_binding: "HTTP+JSON".into(),
+                tenant: None,
+                protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
+            },
+        ],
+        provider: c.provider.as_ref().map(|p| AgentProvider {
+            url: p.url.clone(),
+            organization: p.organization.clone(),
+        }),
+        version: c.version.clone(),
+        documentation_url: c.documentation_url.clone(),
+        capabilities: AgentCapabilities {
+            streaming: Some(c.streaming),
+            push_notifications: Some(super::ops::push_supported(agent)),
+            extensions: Vec::new(),
+            extended_agent_card: Some(c.extended_agent_card || c.extended_card.is_some()),
+        },
+        security_schemes,
+        security_requirements,
+        default_input_modes: c.input_modes.clone(),
+        default_output_modes: c.output_modes.clone(),
+        skills,
+        signatures: Vec::new(),
+        icon_url: c.icon_url.clone(),
+    }
+}
+
+fn security(state: &AppState) -> (serde_json::Map<String, Value>, Vec<Value>) {
+    let mut schemes = serde_json::Map::new();
+    let mut reqs = Vec::new();
+    let creds = &state.access.credentials;
+    if creds.iter().any(|c| c.bearer.is_some()) {
+        schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "A token from the Countersign configuration"}}));
+        reqs.push(json!({"schemes": {"bearer": {"list": []}}}));
+    }
+    let mut headers: Vec<&str> = creds
+        .iter()
+        .filter(|c| c.api_key.is_some())
+        .map(|c| c.header.as_deref().unwrap_or("X-API-Key"))
+        .collect();
+    headers.sort_unstable();
+    headers.dedup();
+    for (i, h) in headers.iter().enumerate() {
+        let name = if i == 0 {
+            "apiKey".to_owned()
+        } else {
+            format!("apiKey{}", i + 1)
+        };
+        schemes.insert(
+            name.clone(),
+            json!({"apiKeySecurityScheme": {"location": "header", "name": h}}),
+        );
+        reqs.push(json!({"schemes": {name: {"list": []}}}));
+    }
+    (schemes, reqs)
+}
+
+/// The authenticated extended card (GetExtendedAgentCard).
+pub fn extended_card(state: &AppState, agent: &Agent, base: &str) -> Result<AgentCard, Error> {
+    let c = &agent.config;
+    if !(c.extended_agent_card || c.extended_card.is_some()) {
+        return Err(Error::UnsupportedOperation(format!(
+            "agent `{}` does not offer an extended agent card",
+            agent.id()
+        )));
+    }
+    let Some(ext) = &c.extended_card else {
+        return Err(Error::ExtendedAgentCardNotConfigured);
+    };
+    let mut card = public_card(state, agent, base);
+    if let Some(d) = &ext.description {
+        card.description = d.clone();
+    }
+    card.skills.extend(ext.skills.iter().map(skill));
+    Ok(card)
+}
+
+/// Serves a card with caching headers.
+fn card_response(state: &AppState, card: &AgentCard, headers: &HeaderMap) -> Response {
+    let body = match serde_json::to_vec(card) {
+        Ok(b) => b,
+        Err(e) => {
+            return rest::error_response(
+                &Error::Internal(format!("cannot encode the card: {e}")),
+                false,
+            );
+        }
+    };
+    let digest = Sha256::digest(&body);
+    let etag = format!(
+        "\"{}\"",
+        digest[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    let last_modified = httpdate::fmt_http_date(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(state.started_ms.max(0) as u64),
+    );
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut resp = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE}")) {
+        h.insert(header::CACHE_CONTROL, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&last_modified) {
+        h.insert(header::LAST_MODIFIED, v);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Host"));
+    resp
+}
+
+/// `GET /.well-known/agent-card.json`: the first agent's card.
+pub async fn root_card(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    match state.engine.agents().first() {
+        Some(agent) => {
+            let card = public_card(&state, agent, &base_url(&state, &headers));
+            card_response(&state, &card, &headers)
+        }
+        None => rest::error_response(&Error::NotFound("no agents are configured".into()), false),
+    }
+}
+
+/// `GET /a2a/{agent}/.well-known/agent-card.json`.
+pub fn agent_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) -> Response {
+    let card = public_card(state, agent, &base_url(state, headers));
+    card_response(state, &card, headers)
+}

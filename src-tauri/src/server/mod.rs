@@ -1,0 +1,210 @@
+//! The HTTP server: one axum router for agent cards, the A2A JSON-RPC and
+//! HTTP+JSON bindings (with SSE), and their shared operation dispatch.
+//! Handlers only extract, call [`ops::execute`] and render.
+
+pub mod access;
+pub mod card;
+pub mod jsonrpc;
+pub mod ops;
+pub mod rest;
+pub mod run;
+pub mod sse;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderMap, Uri};
+use axum::routing::{any, get, post};
+use tokio::sync::watch;
+
+use crate::a2a::Error;
+use crate::config::Config;
+use crate::engine::Engine;
+pub use access::AccessPolicy;
+
+/// Everything a handler needs.
+pub struct AppState {
+    pub engine: Engine,
+    pub config: Config,
+    pub access: AccessPolicy,
+    /// The address actually bound, for URLs when a request has no `Host`.
+    pub local_addr: SocketAddr,
+    /// When the configuration was loaded: the cards' `Last-Modified`.
+    pub started_ms: i64,
+    /// Turns true when the server shuts down; open streams end then.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+pub type Shared = Arc<AppState>;
+
+/// The router for a running server.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/.well-known/agent-card.json", get(card::root_card))
+        .route("/a2a/{agent}", post(jsonrpc::handle))
+        .route("/a2a/{agent}/", post(jsonrpc::handle))
+        .route("/a2a/{agent}/{*rest}", any(rest::handle))
+        .fallback(not_found)
+        // Bodies are read by `read_body`, which enforces the configured limit
+        // and answers in the binding's own error shape.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> axum::response::Response {
+    rest::error_response(
+        &Error::NotFound(format!("no route for {}", uri.path())),
+        false,
+    )
+}
+
+/// Reads a request body up to the configured limit.
+pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, Error> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let inner = e.into_inner();
+        if inner
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some()
+        {
+            Error::PayloadTooLarge(limit)
+        } else {
+            Error::InvalidRequest(format!("cannot read the request body: {inner}"))
+        }
+    })
+}
+
+/// Parses a JSON body: valid UTF-8, nesting within `max_depth`, then JSON.
+pub fn parse_json(bytes: &[u8], max_depth: usize) -> Result<serde_json::Value, Error> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Error::Parse(format!("the body is not valid UTF-8 ({e})")))?;
+    check_depth(text, max_depth)?;
+    serde_json::from_str(text).map_err(|e| Error::Parse(e.to_string()))
+}
+
+/// Refuses JSON nested deeper than `max`, before parsing it.
+fn check_depth(text: &str, max: usize) -> Result<(), Error> {
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        if in_str {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max {
+                    return Err(Error::InvalidRequest(format!(
+                        "JSON is nested deeper than {max} levels"
+                    )));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The A2A version a request asks for (`A2A-Version` header or query
+/// parameter); this build serves 1.0 only, and an absent version means 0.3.
+pub fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), Error> {
+    let from_header = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_owned());
+    let from_query = || {
+        uri.query().and_then(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+    };
+    let v = from_header
+        .filter(|s| !s.is_empty())
+        .or_else(from_query)
+        .unwrap_or_default();
+    let mut parts = v.split('.');
+    let major_minor = (parts.next(), parts.next());
+    if matches!(major_minor, (Some("1"), Some("0")) | (Some("1"), None)) {
+        return Ok(());
+    }
+    let asked = if v.is_empty() {
+        "0.3 (no A2A-Version given)".to_owned()
+    } else {
+        v
+    };
+    Err(Error::VersionNotSupported(format!(
+        "this server speaks A2A 1.0; the request asks for {asked}. Send the header `A2A-Version: 1.0`"
+    )))
+}
+
+/// The base URL clients reach this server at: `public_url` from the config,
+/// or the request's `Host`.
+pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    if let Some(u) = &state.config.public_url {
+        return u.trim_end_matches('/').to_owned();
+    }
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(|| state.local_addr.to_string());
+    format!("http://{host}")
+}
+
+/// Whether a content type names JSON (`application/json`, `application/a2a+json`).
+pub fn is_json_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|t| t == "application/json" || t == "application/a2a+json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_check_ignores_brackets_in_strings() {
+        assert!(check_depth(r#"{"a":"[[[[[[[[[[[[[["}"#, 3).is_ok());
+        assert!(check_depth("[[[[1]]]]", 3).is_err());
+        assert!(check_depth(r#"{"a":"\"[[[["}"#, 2).is_ok());
+    }
+
+    #[test]
+    fn version_negotiation() {
+        let uri: Uri = "/a2a/x".parse().unwrap();
+        let mut h = HeaderMap::new();
+        assert!(matches!(
+            check_version(&h, &uri),
+            Err(Error::VersionNotSupported(_))
+        ));
+        h.insert("A2A-Version", "1.0".parse().unwrap());
+        assert!(check_version(&h, &uri).is_ok());
+        h.insert("A2A-Version", "99.0".parse().unwrap());
+        assert!(check_version(&h, &uri).is_err());
+        let q: Uri = "/a2a/x/tasks?A2A-Version=1.0".parse().unwrap();
+        assert!(check_version(&HeaderMap::new(), &q).is_ok());
+    }
+}

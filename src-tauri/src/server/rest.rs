@@ -1,0 +1,314 @@
+//! The HTTP+JSON binding: the v1.0 routes under `/a2a/{agent}` (with an
+//! optional `/{tenant}` prefix), and the agent's card. Errors use the
+//! `google.rpc.Status` shape with `ErrorInfo`; streams are SSE whose `data:`
+//! lines are `StreamResponse` objects.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::ops::{self, Op, Outcome};
+use super::{Shared, base_url, card, check_version, is_json_content_type, parse_json, read_body};
+use crate::a2a::Error;
+
+/// The HTTP response for an A2A error (the one mapping for this binding).
+pub fn error_response(e: &Error, a2a_json: bool) -> Response {
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({
+        "error": {
+            "code": status.as_u16(),
+            "status": e.grpc_status(),
+            "message": e.to_string(),
+            "details": [e.error_info()],
+        }
+    });
+    let mut resp = (status, body.to_string()).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, content_type(a2a_json));
+    resp
+}
+
+fn content_type(a2a_json: bool) -> HeaderValue {
+    HeaderValue::from_static(if a2a_json {
+        "application/a2a+json"
+    } else {
+        "application/json"
+    })
+}
+
+/// Answer in `application/a2a+json` when the client asks for it; plain
+/// `application/json` otherwise, which every client reads.
+fn wants_a2a_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/a2a+json"))
+}
+
+/// What a path under `/a2a/{agent}/` names.
+#[derive(Debug, PartialEq)]
+enum Route {
+    Card,
+    Send,
+    Stream,
+    ListTasks,
+    Task(String),
+    Cancel(String),
+    Subscribe(String),
+    PushConfigs(String),
+    PushConfig(String, String),
+    ExtendedCard,
+}
+
+fn route(rest: &str) -> Option<Route> {
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    if segs == [".well-known", "agent-card.json"] {
+        return Some(Route::Card);
+    }
+    let known = |s: &str| s == "tasks" || s.starts_with("message:") || s == "extendedAgentCard";
+    // An optional tenant segment comes first.
+    let segs: &[&str] = match segs.first() {
+        Some(first) if !known(first) && segs.len() > 1 => &segs[1..],
+        _ => &segs,
+    };
+    Some(match segs {
+        ["message:send"] => Route::Send,
+        ["message:stream"] => Route::Stream,
+        ["extendedAgentCard"] => Route::ExtendedCard,
+        ["tasks"] => Route::ListTasks,
+        ["tasks", last] => match last.rsplit_once(':') {
+            Some((id, "cancel")) if !id.is_empty() => Route::Cancel(id.to_owned()),
+            Some((id, "subscribe")) if !id.is_empty() => Route::Subscribe(id.to_owned()),
+            Some(_) => return None,
+            None => Route::Task((*last).to_owned()),
+        },
+        ["tasks", id, "pushNotificationConfigs"] => Route::PushConfigs((*id).to_owned()),
+        ["tasks", id, "pushNotificationConfigs", cid] => {
+            Route::PushConfig((*id).to_owned(), (*cid).to_owned())
+        }
+        _ => return None,
+    })
+}
+
+/// Query parameters as a JSON object, typed by field so serde can check them.
+fn query_object(uri: &Uri) -> Result<Value, Error> {
+    let mut obj = Map::new();
+    for (k, v) in url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        let value = match k.as_ref() {
+            "pageSize" | "historyLength" => Value::Number(
+                v.parse::<i32>()
+                    .map_err(|_| {
+                        Error::InvalidParams(format!(
+                            "query parameter `{k}` must be an integer, got `{v}`"
+                        ))
+                    })?
+                    .into(),
+            ),
+            "includeArtifacts" => match v.as_ref() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => {
+                    return Err(Error::InvalidParams(format!(
+                        "query parameter `{k}` must be true or false, got `{v}`"
+                    )));
+                }
+            },
+            "A2A-Version" | "a2a-version" => continue,
+            _ => Value::String(v.into_owned()),
+        };
+        obj.insert(k.into_owned(), value);
+    }
+    Ok(Value::Object(obj))
+}
+
+fn from<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
+    serde_json::from_value(v).map_err(|e| Error::InvalidParams(e.to_string()))
+}
+
+fn with(mut v: Value, key: &str, val: &str) -> Value {
+    if let Value::Object(m) = &mut v {
+        m.insert(key.into(), Value::String(val.to_owned()));
+    }
+    v
+}
+
+/// Every request under `/a2a/{agent}/…` that is not the JSON-RPC endpoint.
+pub async fn handle(
+    State(state): State<Shared>,
+    Path((agent_id, rest)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let a2a_json = wants_a2a_json(&headers);
+    let Some(agent) = state.engine.agent(&agent_id).cloned() else {
+        return error_response(
+            &Error::NotFound(format!("no agent `{agent_id}` is served here")),
+            a2a_json,
+        );
+    };
+    let Some(route) = route(&rest) else {
+        return error_response(
+            &Error::NotFound(format!("no A2A route `{}`", uri.path())),
+            a2a_json,
+        );
+    };
+    if route == Route::Card {
+        return card::agent_card(&state, &agent, &headers);
+    }
+    let owner = match state.access.authenticate(&headers) {
+        Ok(o) => o,
+        Err(e) => {
+            let mut resp = error_response(&e, a2a_json);
+            if let Ok(v) = HeaderValue::from_str(&state.access.challenge()) {
+                resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            return resp;
+        }
+    };
+    if let Err(e) = check_version(&headers, &uri) {
+        return error_response(&e, a2a_json);
+    }
+    let op = match to_op(&state, route, &method, &uri, &headers, body).await {
+        Ok(op) => op,
+        Err(e) => {
+            if e == Error::MethodNotFound(String::new()) {
+                let mut resp = error_response(
+                    &Error::UnsupportedOperation(format!(
+                        "{method} is not allowed on {}",
+                        uri.path()
+                    )),
+                    a2a_json,
+                );
+                *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                return resp;
+            }
+            return error_response(&e, a2a_json);
+        }
+    };
+    let base = base_url(&state, &headers);
+    match ops::execute(&state, &agent, &owner, op, &base).await {
+        Ok(Outcome::Json(v)) => {
+            let mut resp = (StatusCode::OK, v.to_string()).into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, content_type(a2a_json));
+            resp
+        }
+        Ok(Outcome::Stream(events)) => {
+            let stream = events.map(|ev| {
+                let data = serde_json::to_string(&ev)
+                    .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string());
+                Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
+            });
+            Sse::new(stream)
+                .keep_alive(KeepAlive::default())
+                .into_response()
+        }
+        Err(e) => error_response(&e, a2a_json),
+    }
+}
+
+async fn json_body(state: &Shared, headers: &HeaderMap, body: Body) -> Result<Value, Error> {
+    let bytes = read_body(body, state.config.limits.max_body_bytes).await?;
+    if bytes.is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    if !is_json_content_type(headers) {
+        let got = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        return Err(Error::UnsupportedMediaType(format!(
+            "request bodies must be application/json or application/a2a+json, got `{got}`"
+        )));
+    }
+    let v = parse_json(&bytes, state.config.limits.max_json_depth)?;
+    if !v.is_object() {
+        return Err(Error::InvalidParams(
+            "the request body must be a JSON object".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// Builds the operation for a route and method. A method the route does not
+/// take comes back as `MethodNotFound("")`, answered 405.
+async fn to_op(
+    state: &Shared,
+    route: Route,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Op, Error> {
+    let wrong = || Err(Error::MethodNotFound(String::new()));
+    Ok(match (route, method.clone()) {
+        (Route::Send, Method::POST) => {
+            Op::SendMessage(from(json_body(state, headers, body).await?)?)
+        }
+        (Route::Stream, Method::POST) => {
+            Op::SendStreamingMessage(from(json_body(state, headers, body).await?)?)
+        }
+        (Route::ListTasks, Method::GET) => Op::ListTasks(from(query_object(uri)?)?),
+        (Route::Task(id), Method::GET) => Op::GetTask(from(with(query_object(uri)?, "id", &id))?),
+        (Route::Cancel(id), Method::POST) => Op::CancelTask(from(with(
+            json_body(state, headers, body).await?,
+            "id",
+            &id,
+        ))?),
+        // The spec's text says POST, the proto's HTTP option says GET: take both.
+        (Route::Subscribe(id), Method::GET | Method::POST) => {
+            Op::SubscribeToTask(from(with(Value::Object(Map::new()), "id", &id))?)
+        }
+        (Route::PushConfigs(id), Method::POST) => Op::CreatePushConfig(from(with(
+            json_body(state, headers, body).await?,
+            "taskId",
+            &id,
+        ))?),
+        (Route::PushConfigs(id), Method::GET) => {
+            Op::ListPushConfigs(from(with(query_object(uri)?, "taskId", &id))?)
+        }
+        (Route::PushConfig(id, cid), Method::GET) => Op::GetPushConfig(from(with(
+            with(Value::Object(Map::new()), "taskId", &id),
+            "id",
+            &cid,
+        ))?),
+        (Route::PushConfig(id, cid), Method::DELETE) => Op::DeletePushConfig(from(with(
+            with(Value::Object(Map::new()), "taskId", &id),
+            "id",
+            &cid,
+        ))?),
+        (Route::ExtendedCard, Method::GET) => Op::GetExtendedAgentCard,
+        _ => return wrong(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("message:send"), Some(Route::Send));
+        assert_eq!(route("acme/message:send"), Some(Route::Send));
+        assert_eq!(route("tasks/abc:cancel"), Some(Route::Cancel("abc".into())));
+        assert_eq!(
+            route("tasks/abc:subscribe"),
+            Some(Route::Subscribe("abc".into()))
+        );
+        assert_eq!(route("tasks/abc"), Some(Route::Task("abc".into())));
+        assert_eq!(
+            route("tasks/a/pushNotificationConfigs/b"),
+            Some(Route::PushConfig("a".into(), "b".into()))
+        );
+        assert_eq!(route(".well-known/agent-card.json"), Some(Route::Card));
+        assert_eq!(route("tasks/abc:explode"), None);
+        assert_eq!(route("nothing"), None);
+    }
+}

@@ -1,0 +1,112 @@
+//! Starting and stopping a server: open the store, build the engine, bind,
+//! announce the address, serve until SIGINT/SIGTERM, then close cleanly.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::{AccessPolicy, AppState, router};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::store::{self, Store};
+
+/// What `countersign serve` was asked to do.
+pub struct ServeOptions {
+    pub config: Config,
+    pub bind: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Calls without credentials are allowed.
+    pub open: bool,
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot create the data dir {0}: {1}")]
+    DataDir(PathBuf, std::io::Error),
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    #[error("server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Runs the server until a shutdown signal, then closes the database.
+pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
+    std::fs::create_dir_all(&opts.data_dir)
+        .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
+    let db = opts.data_dir.join("countersign.db");
+    let store = Store::open(&db, opts.config.store.durability)?;
+    let engine = Engine::new(
+        store.clone(),
+        &opts.config.agents,
+        opts.config.limits.clone(),
+    );
+    match engine.recover().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
+        Err(e) => tracing::warn!("recovery after restart failed: {e}"),
+    }
+    let listener = TcpListener::bind(opts.bind)
+        .await
+        .map_err(|e| StartError::Bind(opts.bind, e))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| StartError::Bind(opts.bind, e))?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let state = Arc::new(AppState {
+        engine,
+        access: AccessPolicy {
+            credentials: opts.config.access.credentials.clone(),
+            open: opts.open,
+        },
+        config: opts.config,
+        local_addr,
+        started_ms: crate::clock::now_ms() / 1000 * 1000,
+        shutdown: shutdown_rx,
+    });
+    // Scripts wait for exactly this first line.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{local_addr}");
+    let _ = out.flush();
+    drop(out);
+    tracing::info!(db = %db.display(), "serving {} agent(s)", state.engine.agents().len());
+    let app = router(state.clone());
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: finishing requests in flight");
+            let _ = shutdown_tx.send(true);
+        })
+        .await;
+    store.close().await;
+    tracing::info!("database closed");
+    result.map_err(StartError::Serve)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,175 @@
+//! SQLite storage: schema, migrations, the single writer with group commit,
+//! and a small pool of read connections. Every SQL statement lives here.
+//!
+//! Durability rule: [`Store::write`] resolves only after the transaction that
+//! holds the change has committed, so a caller that answers after awaiting it
+//! never acknowledges anything a crash could lose.
+
+mod schema;
+pub mod tasks;
+mod writer;
+
+pub use tasks::{ListFilter, NewTask, TaskHead, TaskPage};
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+/// Storage errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the database writer has stopped")]
+    WriterGone,
+    #[error("cannot open the database at {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the database at {0} was written by a newer Countersign (schema {1}, this build knows {2})"
+    )]
+    TooNew(PathBuf, i64, i64),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// WAL + `synchronous=NORMAL`: a crash of the process loses nothing that
+    /// was committed; a power loss may lose the last batch.
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: every commit is fsynced, at a cost in throughput.
+    Full,
+}
+
+/// Handle to the database: cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: writer::Writer,
+    readers: Mutex<Vec<Connection>>,
+    path: PathBuf,
+    durability: Durability,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database file and migrates it.
+    pub fn open(path: &Path, durability: Durability) -> Result<Store> {
+        let mut conn = open_connection(path, durability)?;
+        schema::migrate(&mut conn, path)?;
+        let writer = writer::Writer::start(conn);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                writer,
+                readers: Mutex::new(Vec::new()),
+                path: path.to_path_buf(),
+                durability,
+            }),
+        })
+    }
+
+    /// Runs `f` inside the writer's current transaction and resolves once
+    /// that transaction has committed. If `f` fails, only its own changes are
+    /// rolled back (each job runs under a savepoint).
+    pub async fn write<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+    {
+        self.inner.writer.submit(f, |_| {}).await
+    }
+
+    /// Like [`Store::write`], and runs `after_commit` on the writer thread right
+    /// after the commit, in commit order: the place to publish events so that
+    /// subscribers see them in the order they were stored.
+    pub async fn write_then<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        H: FnOnce(&R) + Send + 'static,
+    {
+        self.inner.writer.submit(f, after_commit).await
+    }
+
+    /// Runs `f` on a read connection on the blocking pool.
+    pub async fn read<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.with_reader(f))
+            .await
+            .map_err(|e| Error::Corrupt(format!("reader task failed: {e}")))?
+    }
+
+    /// Runs `f` on a read connection on the current thread.
+    pub fn read_blocking<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        self.inner.with_reader(f)
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Waits for queued writes, then closes the writer connection cleanly
+    /// (checkpointing the WAL). Later writes fail with [`Error::WriterGone`].
+    pub async fn close(&self) {
+        self.inner.writer.shutdown().await;
+        if let Ok(mut readers) = self.inner.readers.lock() {
+            readers.clear();
+        }
+    }
+}
+
+impl Inner {
+    fn with_reader<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        let pooled = self.readers.lock().ok().and_then(|mut r| r.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => {
+                let c = open_connection(&self.path, self.durability)?;
+                c.execute_batch("PRAGMA query_only = ON;")?;
+                c
+            }
+        };
+        let out = f(&conn);
+        if let Ok(mut readers) = self.readers.lock()
+            && readers.len() < 8
+        {
+            readers.push(conn);
+        }
+        out
+    }
+}
+
+fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(|source| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let sync = match durability {
+        Durability::Normal => "NORMAL",
+        Durability::Full => "FULL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = {sync};
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 5000;"
+    ))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}

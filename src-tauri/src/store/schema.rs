@@ -1,0 +1,96 @@
+//! Numbered migrations. Each runs once, in order, in its own transaction;
+//! `PRAGMA user_version` records how far a database has come.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::{Error, Result};
+
+/// The migrations, oldest first. Never edit one that has shipped: add another.
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks, their history, artifacts, push configs, and the event log that
+    // lets streams and (later) push delivery replay what happened.
+    "CREATE TABLE tasks (
+        id          TEXT PRIMARY KEY,
+        agent_id    TEXT NOT NULL,
+        owner       TEXT NOT NULL,
+        context_id  TEXT NOT NULL,
+        state       INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        metadata    TEXT,
+        origin      TEXT NOT NULL DEFAULT 'served',
+        parked      INTEGER NOT NULL DEFAULT 0,
+        created_ms  INTEGER NOT NULL,
+        updated_ms  INTEGER NOT NULL,
+        last_seq    INTEGER NOT NULL DEFAULT 0,
+        history_len INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX tasks_by_owner ON tasks(agent_id, owner, updated_ms DESC, id DESC);
+    CREATE INDEX tasks_by_context ON tasks(agent_id, owner, context_id, updated_ms DESC, id DESC);
+    CREATE INDEX tasks_parked ON tasks(updated_ms) WHERE parked = 1;
+    CREATE TABLE messages (
+        task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        seq         INTEGER NOT NULL,
+        message_id  TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE artifacts (
+        task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        artifact_id TEXT NOT NULL,
+        ord         INTEGER NOT NULL,
+        body        TEXT NOT NULL,
+        PRIMARY KEY (task_id, artifact_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE push_configs (
+        task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        id          TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        PRIMARY KEY (task_id, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        seq         INTEGER NOT NULL,
+        body        TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;",
+];
+
+/// Brings the database up to the newest schema.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if current > known {
+        return Err(Error::TooNew(path.to_path_buf(), current, known));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_idempotent_and_refuse_newer_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        migrate(&mut c, &path).unwrap();
+        migrate(&mut c, &path).unwrap();
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, MIGRATIONS.len() as i64);
+        c.pragma_update(None, "user_version", 999).unwrap();
+        assert!(matches!(migrate(&mut c, &path), Err(Error::TooNew(..))));
+    }
+}

@@ -1,0 +1,421 @@
+//! Queries on tasks, their history, artifacts, events and push configs.
+
+use base64::Engine as _;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Error, Result};
+use crate::a2a::types::{
+    Artifact, Message, Metadata, StreamResponse, Task, TaskPushNotificationConfig, TaskState,
+    TaskStatus,
+};
+
+/// The columns of a task that decisions are made on, without its bodies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskHead {
+    pub id: String,
+    pub agent_id: String,
+    pub owner: String,
+    pub context_id: String,
+    pub state: TaskState,
+    pub last_seq: i64,
+    pub history_len: i64,
+    pub parked: bool,
+}
+
+/// A task about to be created.
+pub struct NewTask {
+    pub id: String,
+    pub agent_id: String,
+    pub owner: String,
+    pub context_id: String,
+    pub status: TaskStatus,
+    pub metadata: Option<Metadata>,
+    pub now_ms: i64,
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::Corrupt(format!("cannot encode: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
+    serde_json::from_str(s).map_err(|e| Error::Corrupt(format!("cannot decode stored JSON: {e}")))
+}
+
+fn state_of(n: i64) -> Result<TaskState> {
+    TaskState::from_number(n).ok_or_else(|| Error::Corrupt(format!("unknown stored state {n}")))
+}
+
+/// Inserts a new task row.
+pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
+    let metadata = t.metadata.as_ref().map(to_json).transpose()?;
+    conn.prepare_cached(
+        "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
+                            parked, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+    )?
+    .execute(params![
+        t.id,
+        t.agent_id,
+        t.owner,
+        t.context_id,
+        t.status.state.number(),
+        to_json(&t.status)?,
+        metadata,
+        t.status.state.is_interrupted(),
+        t.now_ms,
+    ])?;
+    Ok(())
+}
+
+/// The head of a task, if it exists.
+pub fn head(conn: &Connection, id: &str) -> Result<Option<TaskHead>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT id, agent_id, owner, context_id, state, last_seq, history_len, parked
+             FROM tasks WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, bool>(7)?,
+            ))
+        })
+        .optional()?;
+    row.map(
+        |(id, agent_id, owner, context_id, state, last_seq, history_len, parked)| {
+            Ok(TaskHead {
+                id,
+                agent_id,
+                owner,
+                context_id,
+                state: state_of(state)?,
+                last_seq,
+                history_len,
+                parked,
+            })
+        },
+    )
+    .transpose()
+}
+
+/// Replaces a task's status. A task is parked exactly while it is interrupted.
+pub fn set_status(conn: &Connection, id: &str, status: &TaskStatus, now_ms: i64) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE tasks SET state = ?2, status = ?3, parked = ?4, updated_ms = ?5 WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        status.state.number(),
+        to_json(status)?,
+        status.state.is_interrupted(),
+        now_ms
+    ])?;
+    Ok(())
+}
+
+/// Appends a message to a task's history.
+pub fn append_message(conn: &Connection, task_id: &str, m: &Message) -> Result<()> {
+    let seq: i64 = conn
+        .prepare_cached(
+            "UPDATE tasks SET history_len = history_len + 1 WHERE id = ?1 RETURNING history_len",
+        )?
+        .query_row([task_id], |r| r.get(0))?;
+    conn.prepare_cached(
+        "INSERT INTO messages (task_id, seq, message_id, body) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![task_id, seq, m.message_id, to_json(m)?])?;
+    Ok(())
+}
+
+/// Stores an artifact: a new id is added at the end; an existing id is
+/// replaced, or with `append` extended by the new parts. Returns what is
+/// stored now.
+pub fn put_artifact(
+    conn: &Connection,
+    task_id: &str,
+    a: &Artifact,
+    append: bool,
+) -> Result<Artifact> {
+    let existing: Option<String> = conn
+        .prepare_cached("SELECT body FROM artifacts WHERE task_id = ?1 AND artifact_id = ?2")?
+        .query_row(params![task_id, a.artifact_id], |r| r.get(0))
+        .optional()?;
+    let merged = match (existing, append) {
+        (Some(body), true) => {
+            let mut old: Artifact = from_json(&body)?;
+            old.parts.extend(a.parts.iter().cloned());
+            if a.name.is_some() {
+                old.name = a.name.clone();
+            }
+            if a.description.is_some() {
+                old.description = a.description.clone();
+            }
+            if a.metadata.is_some() {
+                old.metadata = a.metadata.clone();
+            }
+            old
+        }
+        _ => a.clone(),
+    };
+    conn.prepare_cached(
+        "INSERT INTO artifacts (task_id, artifact_id, ord, body)
+         VALUES (?1, ?2, (SELECT COALESCE(MAX(ord), 0) + 1 FROM artifacts WHERE task_id = ?1), ?3)
+         ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
+    )?
+    .execute(params![task_id, merged.artifact_id, to_json(&merged)?])?;
+    Ok(merged)
+}
+
+/// Records an event in the task's log and returns its sequence number.
+pub fn append_event(
+    conn: &Connection,
+    task_id: &str,
+    ev: &StreamResponse,
+    now_ms: i64,
+) -> Result<i64> {
+    let seq: i64 = conn
+        .prepare_cached(
+            "UPDATE tasks SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq",
+        )?
+        .query_row([task_id], |r| r.get(0))?;
+    conn.prepare_cached(
+        "INSERT INTO events (task_id, seq, body, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![task_id, seq, to_json(ev)?, now_ms])?;
+    Ok(seq)
+}
+
+/// Events of a task after `after_seq`, oldest first.
+pub fn events_after(
+    conn: &Connection,
+    task_id: &str,
+    after_seq: i64,
+) -> Result<Vec<(i64, StreamResponse)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, body FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![task_id, after_seq], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, body) = row?;
+        out.push((seq, from_json(&body)?));
+    }
+    Ok(out)
+}
+
+/// Loads a whole task. `history`: `None` = all, `Some(n)` = the last n.
+pub fn load(
+    conn: &Connection,
+    id: &str,
+    history: Option<usize>,
+    include_artifacts: bool,
+) -> Result<Option<(TaskHead, Task)>> {
+    let Some(head) = head(conn, id)? else {
+        return Ok(None);
+    };
+    let (status, metadata): (String, Option<String>) = conn
+        .prepare_cached("SELECT status, metadata FROM tasks WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let history = match history {
+        Some(0) => Vec::new(),
+        limit => {
+            let limit = limit.map_or(-1, |n| n as i64);
+            let mut stmt = conn.prepare_cached(
+                "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?;
+            let mut msgs = Vec::new();
+            for body in rows {
+                msgs.push(from_json::<Message>(&body?)?);
+            }
+            msgs.reverse();
+            msgs
+        }
+    };
+    let artifacts = if include_artifacts {
+        let mut stmt =
+            conn.prepare_cached("SELECT body FROM artifacts WHERE task_id = ?1 ORDER BY ord")?;
+        let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for body in rows {
+            out.push(from_json::<Artifact>(&body?)?);
+        }
+        Some(out)
+    } else {
+        None
+    };
+    let task = Task {
+        id: head.id.clone(),
+        context_id: head.context_id.clone(),
+        status: from_json(&status)?,
+        artifacts,
+        history,
+        metadata: metadata.as_deref().map(from_json).transpose()?,
+    };
+    Ok(Some((head, task)))
+}
+
+/// What ListTasks filters on; `agent_id` and `owner` always apply.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub agent_id: String,
+    pub owner: String,
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub updated_after_ms: Option<i64>,
+    pub page_size: usize,
+    pub page_token: Option<String>,
+    pub history: Option<usize>,
+    pub include_artifacts: bool,
+}
+
+/// A page of tasks, newest status first.
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub total_size: i64,
+}
+
+/// Decodes a page token into its (updated_ms, id) cursor.
+pub fn decode_page_token(token: &str) -> Option<(i64, String)> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    let s = String::from_utf8(raw).ok()?;
+    let (ms, id) = s.split_once(':')?;
+    Some((ms.parse().ok()?, id.to_owned()))
+}
+
+fn encode_page_token(ms: i64, id: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{ms}:{id}"))
+}
+
+/// One page of tasks by the filter (keyset pagination on the index).
+pub fn list(conn: &Connection, f: &ListFilter) -> Result<TaskPage> {
+    let mut where_sql = String::from("agent_id = ?1 AND owner = ?2");
+    let mut args: Vec<rusqlite::types::Value> =
+        vec![f.agent_id.clone().into(), f.owner.clone().into()];
+    if let Some(c) = &f.context_id {
+        args.push(c.clone().into());
+        where_sql.push_str(&format!(" AND context_id = ?{}", args.len()));
+    }
+    if let Some(s) = f.state {
+        args.push(s.number().into());
+        where_sql.push_str(&format!(" AND state = ?{}", args.len()));
+    }
+    if let Some(ms) = f.updated_after_ms {
+        args.push(ms.into());
+        where_sql.push_str(&format!(" AND updated_ms > ?{}", args.len()));
+    }
+    let total_size: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) FROM tasks WHERE {where_sql}"))?
+        .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
+    let mut page_sql = where_sql;
+    if let Some(tok) = &f.page_token {
+        let (ms, id) =
+            decode_page_token(tok).ok_or_else(|| Error::Corrupt("invalid page token".into()))?;
+        args.push(ms.into());
+        let a = args.len();
+        args.push(id.into());
+        let b = args.len();
+        page_sql.push_str(&format!(
+            " AND (updated_ms < ?{a} OR (updated_ms = ?{a} AND id < ?{b}))"
+        ));
+    }
+    args.push(((f.page_size + 1) as i64).into());
+    let sql = format!(
+        "SELECT id, updated_ms FROM tasks WHERE {page_sql} ORDER BY updated_ms DESC, id DESC LIMIT ?{}",
+        args.len()
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    let mut ids = Vec::new();
+    for row in rows {
+        ids.push(row?);
+    }
+    let more = ids.len() > f.page_size;
+    ids.truncate(f.page_size);
+    let next_page_token = match (more, ids.last()) {
+        (true, Some((id, ms))) => encode_page_token(*ms, id),
+        _ => String::new(),
+    };
+    let mut tasks = Vec::with_capacity(ids.len());
+    for (id, _) in &ids {
+        if let Some((_, t)) = load(conn, id, f.history, f.include_artifacts)? {
+            tasks.push(t);
+        }
+    }
+    Ok(TaskPage {
+        tasks,
+        next_page_token,
+        total_size,
+    })
+}
+
+/// Creates or replaces a push config of a task.
+pub fn put_push_config(
+    conn: &Connection,
+    cfg: &TaskPushNotificationConfig,
+    now_ms: i64,
+) -> Result<()> {
+    let task_id = cfg.task_id.clone().unwrap_or_default();
+    let id = cfg.id.clone().unwrap_or_default();
+    conn.prepare_cached(
+        "INSERT INTO push_configs (task_id, id, body, created_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (task_id, id) DO UPDATE SET body = excluded.body",
+    )?
+    .execute(params![task_id, id, to_json(cfg)?, now_ms])?;
+    Ok(())
+}
+
+/// One push config of a task.
+pub fn get_push_config(
+    conn: &Connection,
+    task_id: &str,
+    id: &str,
+) -> Result<Option<TaskPushNotificationConfig>> {
+    conn.prepare_cached("SELECT body FROM push_configs WHERE task_id = ?1 AND id = ?2")?
+        .query_row(params![task_id, id], |r| r.get::<_, String>(0))
+        .optional()?
+        .map(|b| from_json(&b))
+        .transpose()
+}
+
+/// Push configs of a task in creation order, after the config id `after`.
+pub fn list_push_configs(
+    conn: &Connection,
+    task_id: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<TaskPushNotificationConfig>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT body FROM push_configs WHERE task_id = ?1
+           AND (?2 IS NULL OR (created_ms, id) > (SELECT created_ms, id FROM push_configs WHERE task_id = ?1 AND id = ?2))
+         ORDER BY created_ms, id LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![task_id, after, limit as i64], |r| {
+        r.get::<_, String>(0)
+    })?;
+    let mut out = Vec::new();
+    for b in rows {
+        out.push(from_json(&b?)?);
+    }
+    Ok(out)
+}
+
+/// Deletes a push config; deleting one that is not there is not an error.
+pub fn delete_push_config(conn: &Connection, task_id: &str, id: &str) -> Result<()> {
+    conn.prepare_cached("DELETE FROM push_configs WHERE task_id = ?1 AND id = ?2")?
+        .execute(params![task_id, id])?;
+    Ok(())
+}

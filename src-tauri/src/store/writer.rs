@@ -1,0 +1,162 @@
+//! The one writer: a thread that owns the write connection and commits jobs
+//! in batches (group commit). Jobs that arrive while a commit is in flight
+//! share the next transaction, so 32 concurrent writers cost a handful of
+//! fsyncs rather than 32.
+
+use std::sync::mpsc;
+use std::thread;
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use super::{Error, Result};
+
+/// Largest number of jobs committed in one transaction.
+const MAX_BATCH: usize = 512;
+
+type Completion = Box<dyn FnOnce(bool) + Send>;
+/// A job runs against the open transaction, or gets `None` when no
+/// transaction could be begun (it then reports failure without touching the
+/// database).
+type Job = Box<dyn FnOnce(Option<&Connection>) -> Completion + Send>;
+
+enum Command {
+    Job(Job),
+    Shutdown(oneshot::Sender<()>),
+}
+
+pub struct Writer {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Writer {
+    pub fn start(conn: Connection) -> Writer {
+        let (tx, rx) = mpsc::channel::<Command>();
+        let spawned = thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || run(conn, rx));
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the database writer thread: {e}");
+        }
+        Writer { tx }
+    }
+
+    /// Queues `f`; after its transaction commits, `after_commit` runs on the
+    /// writer thread (in commit order) and then the caller is woken.
+    pub async fn submit<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        H: FnOnce(&R) + Send + 'static,
+    {
+        let (done_tx, done_rx) = oneshot::channel::<Result<R>>();
+        let job: Job = Box::new(move |conn: Option<&Connection>| -> Completion {
+            let result = match conn {
+                Some(conn) => in_savepoint(conn, f),
+                None => Err(Error::Corrupt("cannot begin a write transaction".into())),
+            };
+            Box::new(move |committed: bool| {
+                let out = match result {
+                    Ok(_) if !committed => {
+                        Err(Error::Corrupt("the transaction did not commit".into()))
+                    }
+                    Ok(r) => {
+                        after_commit(&r);
+                        Ok(r)
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = done_tx.send(out);
+            })
+        });
+        self.tx
+            .send(Command::Job(job))
+            .map_err(|_| Error::WriterGone)?;
+        done_rx.await.map_err(|_| Error::WriterGone)?
+    }
+
+    pub async fn shutdown(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Command::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+    conn.execute_batch("SAVEPOINT job")?;
+    match f(conn) {
+        Ok(r) => {
+            conn.execute_batch("RELEASE job")?;
+            Ok(r)
+        }
+        Err(e) => {
+            conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+            Err(e)
+        }
+    }
+}
+
+fn run(conn: Connection, rx: mpsc::Receiver<Command>) {
+    let mut shutdown: Option<oneshot::Sender<()>> = None;
+    while shutdown.is_none() {
+        let Ok(first) = rx.recv() else { break };
+        let mut batch = Vec::new();
+        match first {
+            Command::Job(j) => batch.push(j),
+            Command::Shutdown(s) => shutdown = Some(s),
+        }
+        while batch.len() < MAX_BATCH && shutdown.is_none() {
+            match rx.try_recv() {
+                Ok(Command::Job(j)) => batch.push(j),
+                Ok(Command::Shutdown(s)) => shutdown = Some(s),
+                Err(_) => break,
+            }
+        }
+        if !batch.is_empty() {
+            commit_batch(&conn, batch);
+        }
+    }
+    // Anything still queued behind the shutdown request is committed too.
+    let rest: Vec<Job> = rx
+        .try_iter()
+        .filter_map(|c| match c {
+            Command::Job(j) => Some(j),
+            Command::Shutdown(_) => None,
+        })
+        .collect();
+    if !rest.is_empty() {
+        commit_batch(&conn, rest);
+    }
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+        tracing::warn!("WAL checkpoint at close failed: {e}");
+    }
+    if let Err((_, e)) = conn.close() {
+        tracing::warn!("closing the database failed: {e}");
+    }
+    if let Some(s) = shutdown {
+        let _ = s.send(());
+    }
+}
+
+fn commit_batch(conn: &Connection, batch: Vec<Job>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        tracing::error!("cannot begin a write transaction: {e}");
+        for job in batch {
+            job(None)(false);
+        }
+        return;
+    }
+    let completions: Vec<Completion> = batch.into_iter().map(|job| job(Some(conn))).collect();
+    let committed = match conn.execute_batch("COMMIT") {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!("commit failed: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+            false
+        }
+    };
+    for c in completions {
+        c(committed);
+    }
+}
