@@ -74,6 +74,9 @@ pub struct StoreConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct Access {
     pub credentials: Vec<Credential>,
+    /// Require a credential on every A2A call even on a loopback bind (for
+    /// shared machines). Off a loopback bind credentials are always required.
+    pub require_credentials: bool,
 }
 
 /// One accepted credential: a bearer token or an API key in a header.
@@ -393,6 +396,9 @@ impl Config {
                     ),
                 ));
             }
+        }
+        if cfg.access.require_credentials && cfg.access.credentials.is_empty() {
+            return Err(err(None, "access.require_credentials is set but no [[access.credentials]] are configured".into()));
         }
         if let Some(bind) = &cfg.bind
             && bind.parse::<std::net::SocketAddr>().is_err()

@@ -94,6 +94,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
              or pass --insecure if the network is trusted"
         );
     }
+    let require = config.access.require_credentials;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,7 +103,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         config,
         bind,
         data_dir,
-        open: bind.ip().is_loopback() || args.insecure,
+        open: (bind.ip().is_loopback() && !require) || args.insecure,
     }))?;
     Ok(())
 }

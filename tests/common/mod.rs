@@ -1,0 +1,226 @@
+//! Shared test harness: starts the real `countersign` binary on 127.0.0.1:0
+//! with a real data dir, and speaks HTTP to it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The scripted agent that follows the TCK scenario contract.
+pub const TCK_CONFIG: &str = include_str!("../conformance/tck-agent.toml");
+
+/// A running server process.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts a server with `config` (TOML) in a fresh data dir.
+    pub fn start(config: Option<&str>) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut s = Server::start_in(&dir, config, &[]);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// Starts a server on an existing data dir (to test restarts).
+    pub fn start_in(dir: &Path, config: Option<&str>, extra: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
+        cmd.arg("serve").arg("--data-dir").arg(dir).arg("--bind").arg("127.0.0.1:0");
+        if let Some(c) = config {
+            let path = dir.join("config.toml");
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(&path, c).unwrap();
+            cmd.arg("--config").arg(path);
+        }
+        cmd.args(extra);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("server.log"))
+            .unwrap();
+        cmd.stdout(Stdio::piped()).stderr(Stdio::from(log)).env("RUST_LOG", "countersign=debug");
+        let mut child = cmd.spawn().expect("spawn countersign");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
+            panic!("server did not announce itself; log: {}", std::fs::read_to_string(dir.join("server.log")).unwrap_or_default())
+        });
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}; log: {}", std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()))
+            .to_owned();
+        Server { child: Some(child), base, data_dir: dir.to_path_buf(), _tmp: None }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then wait (at most 20 s) for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("running");
+        Command::new("kill").arg("-TERM").arg(c.id().to_string()).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("server did not stop within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// An HTTP client for this server.
+    pub fn client(&self) -> Client {
+        Client { http: reqwest::Client::new(), base: self.base.clone() }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A thin HTTP client speaking both bindings.
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Client {
+    /// A JSON-RPC call; returns the whole response body (`result` or `error`).
+    pub async fn rpc(&self, agent: &str, method: &str, params: Value) -> Value {
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let resp = self
+            .http
+            .post(format!("{}/a2a/{agent}", self.base))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("request");
+        let body: Value = resp.json().await.expect("JSON body");
+        assert_eq!(body["id"], json!(id), "id must echo: {body}");
+        body
+    }
+
+    /// A JSON-RPC call that must succeed; returns `result`.
+    pub async fn rpc_ok(&self, agent: &str, method: &str, params: Value) -> Value {
+        let body = self.rpc(agent, method, params).await;
+        assert!(body.get("error").is_none(), "{method} failed: {body}");
+        body["result"].clone()
+    }
+
+    /// A JSON-RPC call that must fail; returns `error`.
+    pub async fn rpc_err(&self, agent: &str, method: &str, params: Value) -> Value {
+        let body = self.rpc(agent, method, params).await;
+        assert!(body.get("result").is_none(), "{method} should fail: {body}");
+        body["error"].clone()
+    }
+
+    /// Sends a text message (JSON-RPC SendMessage) and returns the result.
+    pub async fn send_text(&self, agent: &str, message_id: &str, text: &str) -> Value {
+        self.rpc_ok(agent, "SendMessage", json!({"message": message(message_id, text)})).await
+    }
+
+    /// A REST request under `/a2a/{agent}`; returns (status, body as JSON or Null).
+    pub async fn rest(&self, method: reqwest::Method, agent: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}/a2a/{agent}{path}", self.base))
+            .header("A2A-Version", "1.0");
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Opens an SSE stream (JSON-RPC) and collects every event until it closes.
+    pub async fn rpc_stream(&self, agent: &str, method: &str, params: Value) -> Vec<Value> {
+        let resp = self
+            .http
+            .post(format!("{}/a2a/{agent}", self.base))
+            .header("A2A-Version", "1.0")
+            .header("Accept", "text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("request");
+        collect_sse(resp).await
+    }
+}
+
+/// A user message with one text part.
+pub fn message(message_id: &str, text: &str) -> Value {
+    json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+/// Reads an SSE response to its end (at most 30 s) and parses each `data:`.
+pub async fn collect_sse(resp: reqwest::Response) -> Vec<Value> {
+    assert!(
+        resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"),
+        "not an event stream: {:?}",
+        resp.headers()
+    );
+    let text = tokio::time::timeout(Duration::from_secs(30), resp.text())
+        .await
+        .expect("stream did not close within 30 s")
+        .expect("stream body");
+    parse_sse(&text)
+}
+
+/// Parses SSE text into the JSON of each event's data.
+pub fn parse_sse(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("event data is JSON"))
+        })
+        .collect()
+}
+
+/// The state string of a task JSON.
+pub fn state(task: &Value) -> &str {
+    task["status"]["state"].as_str().unwrap_or("")
+}
