@@ -24,13 +24,20 @@ async fn every_answered_send_survives_kill_minus_nine() {
         let (started, answered, base) = (started.clone(), answered.clone(), base.clone());
         workers.push(tokio::spawn(async move {
             // One keep-alive connection per worker.
-            let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+            let http = reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .unwrap();
             loop {
                 let n = started.fetch_add(1, Ordering::SeqCst);
                 if n >= SENDS {
                     return;
                 }
-                let prefix = if n % 2 == 0 { "tck-complete-task" } else { "tck-input-required" };
+                let prefix = if n % 2 == 0 {
+                    "tck-complete-task"
+                } else {
+                    "tck-input-required"
+                };
                 let message_id = format!("{prefix}-{w}-{n}");
                 let body = json!({"jsonrpc": "2.0", "id": n, "method": "SendMessage",
                     "params": {"message": message(&message_id, &format!("crash test {n}"))}});
@@ -41,10 +48,15 @@ async fn every_answered_send_survives_kill_minus_nine() {
                     .send()
                     .await;
                 let Ok(resp) = resp else { return };
-                let Ok(v) = resp.json::<Value>().await else { return };
+                let Ok(v) = resp.json::<Value>().await else {
+                    return;
+                };
                 let task = &v["result"]["task"];
                 if let Some(id) = task["id"].as_str() {
-                    answered.lock().await.insert(id.to_owned(), (message_id, state(task).to_owned()));
+                    answered
+                        .lock()
+                        .await
+                        .insert(id.to_owned(), (message_id, state(task).to_owned()));
                 }
             }
         }));
@@ -62,21 +74,45 @@ async fn every_answered_send_survives_kill_minus_nine() {
         w.await.unwrap();
     }
     let answered = answered.lock().await.clone();
-    assert!(answered.len() >= SENDS / 3 && answered.len() < SENDS, "killed mid-load: {} answered", answered.len());
+    assert!(
+        answered.len() >= SENDS / 3 && answered.len() < SENDS,
+        "killed mid-load: {} answered",
+        answered.len()
+    );
 
     let restarted = Server::start_in(&dir, Some(TCK_CONFIG), &[]);
     let c = restarted.client();
     for (id, (message_id, answered_state)) in &answered {
         let task = c.rpc_ok("tck", "GetTask", json!({"id": id})).await;
-        assert_eq!(state(&task), answered_state, "task {id} changed state across the crash");
+        assert_eq!(
+            state(&task),
+            answered_state,
+            "task {id} changed state across the crash"
+        );
         let history = task["history"].as_array().expect("history");
-        assert_eq!(history[0]["messageId"], json!(message_id), "task {id} lost its request");
-        assert_eq!(history[0]["parts"][0]["text"].as_str().unwrap_or("").split(' ').next(), Some("crash"));
+        assert_eq!(
+            history[0]["messageId"],
+            json!(message_id),
+            "task {id} lost its request"
+        );
+        assert_eq!(
+            history[0]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .split(' ')
+                .next(),
+            Some("crash")
+        );
         if answered_state == "TASK_STATE_COMPLETED" {
-            assert_eq!(task["status"]["message"]["parts"][0]["text"], "Hello from TCK");
+            assert_eq!(
+                task["status"]["message"]["parts"][0]["text"],
+                "Hello from TCK"
+            );
         }
     }
     // The restarted server still takes work.
-    let r = c.send_text("tck", "tck-complete-task-after", "after the crash").await;
+    let r = c
+        .send_text("tck", "tck-complete-task-after", "after the crash")
+        .await;
     assert_eq!(state(&r["task"]), "TASK_STATE_COMPLETED");
 }

@@ -23,7 +23,10 @@ fn config(task: &str, id: Option<&str>, url: &str) -> TaskPushNotificationConfig
         task_id: Some(task.to_owned()),
         url: url.to_owned(),
         token: Some("secret-token".into()),
-        authentication: Some(AuthenticationInfo { scheme: "Bearer".into(), credentials: Some("abc".into()) }),
+        authentication: Some(AuthenticationInfo {
+            scheme: "Bearer".into(),
+            credentials: Some("abc".into()),
+        }),
     }
 }
 
@@ -33,7 +36,10 @@ async fn new_task(engine: &Engine) -> String {
         "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "approve?"}]}
     }))
     .unwrap();
-    let started = engine.send(&agent, "local", req).await.unwrap();
+    let started = engine
+        .send(&agent, "local", req, countersign::a2a::v0_3::Dialect::V1)
+        .await
+        .unwrap();
     match started.reply {
         countersign::a2a::types::SendMessageResponse::Task(t) => t.id,
         other => panic!("expected a task, got {other:?}"),
@@ -49,17 +55,32 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
     let task = new_task(&engine).await;
 
     let created = engine
-        .create_push_config(&agent, "local", config(&task, None, "https://hooks.example.com/a"))
+        .create_push_config(
+            &agent,
+            "local",
+            config(&task, None, "https://hooks.example.com/a"),
+        )
         .await
         .unwrap();
     let generated = created.id.clone().expect("an id is generated");
     for i in 0..4 {
         engine
-            .create_push_config(&agent, "local", config(&task, Some(&format!("cfg-{i}")), "https://hooks.example.com/b"))
+            .create_push_config(
+                &agent,
+                "local",
+                config(
+                    &task,
+                    Some(&format!("cfg-{i}")),
+                    "https://hooks.example.com/b",
+                ),
+            )
             .await
             .unwrap();
     }
-    let got = engine.get_push_config(&agent, "local", &task, &generated).await.unwrap();
+    let got = engine
+        .get_push_config(&agent, "local", &task, &generated)
+        .await
+        .unwrap();
     assert_eq!(got.url, "https://hooks.example.com/a");
     assert_eq!(got.authentication.unwrap().scheme, "Bearer");
 
@@ -67,7 +88,10 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
     let mut seen = Vec::new();
     let mut token = None;
     loop {
-        let page = engine.list_push_configs(&agent, "local", &task, Some(2), token.clone()).await.unwrap();
+        let page = engine
+            .list_push_configs(&agent, "local", &task, Some(2), token.clone())
+            .await
+            .unwrap();
         assert!(page.configs.len() <= 2);
         seen.extend(page.configs.into_iter().filter_map(|c| c.id));
         if page.next_page_token.is_empty() {
@@ -81,10 +105,18 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
     assert_eq!(seen.len(), 5);
 
     // Delete is idempotent.
-    engine.delete_push_config(&agent, "local", &task, "cfg-0").await.unwrap();
-    engine.delete_push_config(&agent, "local", &task, "cfg-0").await.unwrap();
+    engine
+        .delete_push_config(&agent, "local", &task, "cfg-0")
+        .await
+        .unwrap();
+    engine
+        .delete_push_config(&agent, "local", &task, "cfg-0")
+        .await
+        .unwrap();
     assert!(matches!(
-        engine.get_push_config(&agent, "local", &task, "cfg-0").await,
+        engine
+            .get_push_config(&agent, "local", &task, "cfg-0")
+            .await,
         Err(Error::TaskNotFound(_))
     ));
     engine.store().close().await;
@@ -92,7 +124,10 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
 
     let engine = engine_at(&db);
     let agent = engine.agent("inbox").unwrap().clone();
-    let page = engine.list_push_configs(&agent, "local", &task, None, None).await.unwrap();
+    let page = engine
+        .list_push_configs(&agent, "local", &task, None, None)
+        .await
+        .unwrap();
     assert_eq!(page.configs.len(), 4);
 }
 
@@ -103,17 +138,31 @@ async fn bad_push_configs_are_refused_with_a_reason() {
     let agent = engine.agent("inbox").unwrap().clone();
     let task = new_task(&engine).await;
     for url in ["not a url", "ftp://example.com/x", "/relative"] {
-        let e = engine.create_push_config(&agent, "local", config(&task, None, url)).await.unwrap_err();
-        assert!(matches!(e, Error::InvalidParams(ref m) if m.contains("url")), "{url}: {e}");
+        let e = engine
+            .create_push_config(&agent, "local", config(&task, None, url))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidParams(ref m) if m.contains("url")),
+            "{url}: {e}"
+        );
     }
     let e = engine
-        .create_push_config(&agent, "local", config("no-such-task", None, "https://example.com"))
+        .create_push_config(
+            &agent,
+            "local",
+            config("no-such-task", None, "https://example.com"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, Error::TaskNotFound(_)));
     // Another owner cannot see the task.
     let e = engine
-        .create_push_config(&agent, "someone-else", config(&task, None, "https://example.com"))
+        .create_push_config(
+            &agent,
+            "someone-else",
+            config(&task, None, "https://example.com"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, Error::TaskNotFound(_)));

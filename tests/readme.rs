@@ -11,8 +11,15 @@ fn readme() -> String {
 #[test]
 fn readme_config_example_is_a_valid_config() {
     let text = readme();
-    let section = text.split("## Configuration").nth(1).expect("a Configuration section");
-    let toml = section.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block");
+    let section = text
+        .split("## Configuration")
+        .nth(1)
+        .expect("a Configuration section");
+    let toml = section
+        .split("```toml")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block");
     let cfg = Config::parse(toml, Path::new("README.md")).unwrap_or_else(|e| panic!("{e}"));
     let ids: Vec<&str> = cfg.agents.iter().map(|a| a.id.get_ref().as_str()).collect();
     assert_eq!(ids, ["inbox", "demo"]);
@@ -24,9 +31,22 @@ fn readme_config_example_is_a_valid_config() {
 #[test]
 fn readme_test_command_is_what_ci_runs() {
     let text = readme();
-    let setup = text.split("## Set up").nth(1).and_then(|s| s.split("```sh").nth(1)).and_then(|b| b.split("```").next()).unwrap();
-    let commands: Vec<&str> = setup.lines().map(|l| l.split('#').next().unwrap().trim()).filter(|l| !l.is_empty()).collect();
+    let setup = text
+        .split("## Set up")
+        .nth(1)
+        .and_then(|s| s.split("```sh").nth(1))
+        .and_then(|b| b.split("```").next())
+        .unwrap();
+    let commands: Vec<&str> = setup
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
     assert_eq!(commands, ["bash scripts/start.sh", "bash scripts/test.sh"]);
-    let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
-    assert!(ci.contains("scripts/test.sh"), "CI must run the README's test command");
+    let ci =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
+    assert!(
+        ci.contains("scripts/test.sh"),
+        "CI must run the README's test command"
+    );
 }

@@ -296,7 +296,10 @@ impl Config {
         let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError {
             path: path.to_path_buf(),
             line: e.span().map(|s| line_of(s.start)),
-            message: e.message().to_owned(),
+            message: match toml_error_key(&e) {
+                Some(key) => format!("{key}: {}", e.message()),
+                None => e.message().to_owned(),
+            },
         })?;
         let err = |span: Option<std::ops::Range<usize>>, message: String| ConfigError {
             path: path.to_path_buf(),
@@ -398,7 +401,11 @@ impl Config {
             }
         }
         if cfg.access.require_credentials && cfg.access.credentials.is_empty() {
-            return Err(err(None, "access.require_credentials is set but no [[access.credentials]] are configured".into()));
+            return Err(err(
+                None,
+                "access.require_credentials is set but no [[access.credentials]] are configured"
+                    .into(),
+            ));
         }
         if let Some(bind) = &cfg.bind
             && bind.parse::<std::net::SocketAddr>().is_err()
@@ -421,6 +428,19 @@ impl Config {
     pub fn default_data_dir() -> Option<PathBuf> {
         directories::ProjectDirs::from("", "", "countersign").map(|d| d.data_dir().to_path_buf())
     }
+}
+
+/// The dotted key a TOML error is about (`limits.max_parts`), so that a
+/// wrong value names its field and not only the type it should have had.
+fn toml_error_key(e: &toml::de::Error) -> Option<String> {
+    // Without its input, the error's Display ends with "in `the.key`".
+    let mut bare = e.clone();
+    bare.set_input(None);
+    let text = bare.to_string();
+    let key = text
+        .lines()
+        .find_map(|l| l.strip_prefix("in `")?.strip_suffix('`'))?;
+    (!key.is_empty()).then(|| key.to_owned())
 }
 
 fn check_steps(steps: &[StepConfig]) -> Result<(), String> {
@@ -498,6 +518,10 @@ mod tests {
         .to_string();
         assert!(e.starts_with("c.toml:4"), "{e}");
         assert!(e.contains("nmae"), "{e}");
+        let e = Config::parse("[limits]\nmax_parts = \"many\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml:2: limits.max_parts:"), "{e}");
         let e = Config::parse("[[agents]]\nid = \"Bad Id\"\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();

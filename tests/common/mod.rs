@@ -34,7 +34,11 @@ impl Server {
     /// Starts a server on an existing data dir (to test restarts).
     pub fn start_in(dir: &Path, config: Option<&str>, extra: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
-        cmd.arg("serve").arg("--data-dir").arg(dir).arg("--bind").arg("127.0.0.1:0");
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(dir)
+            .arg("--bind")
+            .arg("127.0.0.1:0");
         if let Some(c) = config {
             let path = dir.join("config.toml");
             std::fs::create_dir_all(dir).unwrap();
@@ -47,7 +51,9 @@ impl Server {
             .append(true)
             .open(dir.join("server.log"))
             .unwrap();
-        cmd.stdout(Stdio::piped()).stderr(Stdio::from(log)).env("RUST_LOG", "countersign=debug");
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .env("RUST_LOG", "countersign=debug");
         let mut child = cmd.spawn().expect("spawn countersign");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -56,15 +62,30 @@ impl Server {
             let _ = BufReader::new(stdout).read_line(&mut line);
             let _ = tx.send(line);
         });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
-            panic!("server did not announce itself; log: {}", std::fs::read_to_string(dir.join("server.log")).unwrap_or_default())
-        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "server did not announce itself; log: {}",
+                    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+                )
+            });
         let base = line
             .trim()
             .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}; log: {}", std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "unexpected first line {line:?}; log: {}",
+                    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+                )
+            })
             .to_owned();
-        Server { child: Some(child), base, data_dir: dir.to_path_buf(), _tmp: None }
+        Server {
+            child: Some(child),
+            base,
+            data_dir: dir.to_path_buf(),
+            _tmp: None,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -86,7 +107,11 @@ impl Server {
     /// SIGTERM, then wait (at most 20 s) for the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
         let mut c = self.child.take().expect("running");
-        Command::new("kill").arg("-TERM").arg(c.id().to_string()).status().unwrap();
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(st) = c.try_wait().unwrap() {
@@ -106,7 +131,10 @@ impl Server {
 
     /// An HTTP client for this server.
     pub fn client(&self) -> Client {
-        Client { http: reqwest::Client::new(), base: self.base.clone() }
+        Client {
+            http: reqwest::Client::new(),
+            base: self.base.clone(),
+        }
     }
 }
 
@@ -158,11 +186,22 @@ impl Client {
 
     /// Sends a text message (JSON-RPC SendMessage) and returns the result.
     pub async fn send_text(&self, agent: &str, message_id: &str, text: &str) -> Value {
-        self.rpc_ok(agent, "SendMessage", json!({"message": message(message_id, text)})).await
+        self.rpc_ok(
+            agent,
+            "SendMessage",
+            json!({"message": message(message_id, text)}),
+        )
+        .await
     }
 
     /// A REST request under `/a2a/{agent}`; returns (status, body as JSON or Null).
-    pub async fn rest(&self, method: reqwest::Method, agent: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub async fn rest(
+        &self,
+        method: reqwest::Method,
+        agent: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self
             .http
             .request(method, format!("{}/a2a/{agent}{path}", self.base))
@@ -199,7 +238,10 @@ pub fn message(message_id: &str, text: &str) -> Value {
 /// Reads an SSE response to its end (at most 30 s) and parses each `data:`.
 pub async fn collect_sse(resp: reqwest::Response) -> Vec<Value> {
     assert!(
-        resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"),
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"),
         "not an event stream: {:?}",
         resp.headers()
     );
@@ -214,8 +256,13 @@ pub async fn collect_sse(resp: reqwest::Response) -> Vec<Value> {
 pub fn parse_sse(text: &str) -> Vec<Value> {
     text.split("\n\n")
         .filter_map(|block| {
-            let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
-            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("event data is JSON"))
+            let data: Vec<&str> = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            (!data.is_empty())
+                .then(|| serde_json::from_str(&data.join("\n")).expect("event data is JSON"))
         })
         .collect()
 }
@@ -223,4 +270,95 @@ pub fn parse_sse(text: &str) -> Vec<Value> {
 /// The state string of a task JSON.
 pub fn state(task: &Value) -> &str {
     task["status"]["state"].as_str().unwrap_or("")
+}
+
+/// An SSE response read event by event, for tests that act while a stream
+/// is open (subscribe, then send a follow-up).
+pub struct SseStream {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+impl SseStream {
+    /// Wraps an SSE response (checks its content type).
+    pub fn new(resp: reqwest::Response) -> SseStream {
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "not an event stream: {:?}",
+            resp.headers()
+        );
+        SseStream {
+            resp,
+            buf: Vec::new(),
+            closed: false,
+        }
+    }
+
+    /// The next event's data as JSON, or `None` once the stream has closed.
+    /// Panics if nothing arrives within 30 s.
+    pub async fn next(&mut self) -> Option<Value> {
+        tokio::time::timeout(Duration::from_secs(30), self.next_event())
+            .await
+            .expect("no SSE event and no close within 30 s")
+    }
+
+    /// The next event, without a time limit (wrap in a timeout).
+    pub async fn next_event(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+                if let Some(v) = parse_sse(&String::from_utf8_lossy(&block))
+                    .into_iter()
+                    .next()
+                {
+                    return Some(v);
+                }
+                continue;
+            }
+            if self.closed {
+                return None;
+            }
+            match self.resp.chunk().await.expect("stream body") {
+                Some(bytes) => self.buf.extend_from_slice(&bytes),
+                None => self.closed = true,
+            }
+        }
+    }
+
+    /// Every remaining event until the stream closes (at most 30 s).
+    pub async fn rest(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(v) = self.next().await {
+            out.push(v);
+        }
+        out
+    }
+}
+
+impl Server {
+    /// Sends `signal` (a `kill` name such as `INT` or `TERM`), then waits (at
+    /// most 20 s) for the exit status.
+    pub fn stop_with(&mut self, signal: &str) -> ExitStatus {
+        let mut c = self.child.take().expect("running");
+        Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(c.id().to_string())
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("server did not stop within 20 s of SIG{signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

@@ -4,6 +4,7 @@
 pub mod card;
 pub mod error;
 pub mod types;
+pub mod v0_3;
 
 pub use error::Error;
 

@@ -26,29 +26,72 @@ pub struct Event {
     pub body: StreamResponse,
 }
 
+type TaskChannels = Arc<Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>>;
+
 /// Fan-out of events, per task and to everyone.
 pub struct Bus {
-    tasks: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
+    tasks: TaskChannels,
     all: broadcast::Sender<Arc<Event>>,
 }
 
 impl Default for Bus {
     fn default() -> Self {
         Bus {
-            tasks: Mutex::new(HashMap::new()),
+            tasks: Arc::default(),
             all: broadcast::channel(ALL_CHANNEL_CAPACITY).0,
+        }
+    }
+}
+
+/// A subscription to one task's events. Dropping the last subscription of a
+/// task frees its channel, so parked tasks nobody watches cost nothing.
+pub struct Subscription {
+    rx: broadcast::Receiver<Arc<Event>>,
+    task_id: String,
+    channels: TaskChannels,
+}
+
+impl Subscription {
+    pub async fn recv(&mut self) -> Result<Arc<Event>, broadcast::error::RecvError> {
+        self.rx.recv().await
+    }
+
+    pub fn try_recv(&mut self) -> Result<Arc<Event>, broadcast::error::TryRecvError> {
+        self.rx.try_recv()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut tasks = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        // This receiver is still alive here: 1 means it is the last one.
+        if tasks
+            .get(&self.task_id)
+            .is_some_and(|tx| tx.receiver_count() <= 1)
+        {
+            tasks.remove(&self.task_id);
         }
     }
 }
 
 impl Bus {
     /// Events of one task, from now on.
-    pub fn subscribe_task(&self, task_id: &str) -> broadcast::Receiver<Arc<Event>> {
+    pub fn subscribe_task(&self, task_id: &str) -> Subscription {
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks
+        let rx = tasks
             .entry(task_id.to_owned())
             .or_insert_with(|| broadcast::channel(TASK_CHANNEL_CAPACITY).0)
-            .subscribe()
+            .subscribe();
+        Subscription {
+            rx,
+            task_id: task_id.to_owned(),
+            channels: self.tasks.clone(),
+        }
+    }
+
+    /// Number of tasks with live subscribers (for tests and diagnostics).
+    pub fn watched_tasks(&self) -> usize {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Events of every task, from now on.
@@ -60,12 +103,9 @@ impl Bus {
     pub fn publish(&self, ev: Event) {
         let ev = Arc::new(ev);
         let _ = self.all.send(ev.clone());
-        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = tasks.get(&ev.task_id) {
-            let delivered = tx.send(ev.clone()).is_ok();
-            if !delivered || ev.state.is_terminal() {
-                tasks.remove(&ev.task_id);
-            }
+            let _ = tx.send(ev.clone());
         }
     }
 }

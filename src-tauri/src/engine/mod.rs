@@ -22,11 +22,12 @@ use crate::a2a::types::{
     TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent, format_timestamp,
     parse_timestamp,
 };
+use crate::a2a::v0_3::Dialect;
 use crate::clock::now_ms;
 use crate::config::{AgentConfig, Limits};
 use crate::store::{self, ListFilter, NewTask, Store, TaskHead, tasks};
 use backend::{Backend, Plan, Step};
-pub use events::{Bus, Event};
+pub use events::{Bus, Event, Subscription};
 
 /// A local agent: its configuration and its backend.
 pub struct Agent {
@@ -49,7 +50,7 @@ pub struct Started {
     /// Sequence number of the last event the snapshot includes.
     pub seq: i64,
     /// Events of the task after the snapshot.
-    pub events: Option<broadcast::Receiver<Arc<Event>>>,
+    pub events: Option<Subscription>,
     /// The run the message started, if any.
     pub run: Option<JoinHandle<()>>,
 }
@@ -133,22 +134,12 @@ impl Engine {
         let stuck: Vec<String> = self
             .inner
             .store
-            .read(move |conn| {
-                let mut out = Vec::new();
-                let mut stmt = conn.prepare(
-                    "SELECT id, agent_id FROM tasks WHERE state IN (1, 2) AND origin = 'served'",
-                )?;
-                let rows =
-                    stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-                for row in rows {
-                    let (id, agent) = row?;
-                    if scripted.contains(&agent) {
-                        out.push(id);
-                    }
-                }
-                Ok(out)
-            })
-            .await?;
+            .read(tasks::active_served)
+            .await?
+            .into_iter()
+            .filter(|(_, agent)| scripted.contains(agent))
+            .map(|(id, _)| id)
+            .collect();
         for id in &stuck {
             let msg = Message::agent(vec![crate::a2a::types::Part::text(
                 "Countersign restarted while this task was running; it cannot resume.",
@@ -192,21 +183,44 @@ impl Engine {
     }
 
     /// Accepts a message for `agent` from `owner`: creates or continues a
-    /// task (committed before this returns) and starts its run.
+    /// task (committed before this returns) and starts its run. `dialect` is
+    /// the one the request came in; pre-0.3 clients name new tasks themselves.
     pub async fn send(
         &self,
         agent: &Arc<Agent>,
         owner: &str,
         req: SendMessageRequest,
+        dialect: Dialect,
     ) -> Result<Started, Error> {
         let mut msg = req.message;
         self.check_message(agent, &msg)?;
+        // Checked before anything is stored, not when the answer is built.
+        history_arg(req.configuration.as_ref().and_then(|c| c.history_length))?;
         if req
             .configuration
             .as_ref()
             .is_some_and(|c| c.task_push_notification_config.is_some())
         {
             return Err(Error::PushNotificationNotSupported);
+        }
+        // A pre-0.3 client picks the id of a new task itself: an unknown id
+        // creates the task, a known one continues it.
+        let mut chosen_id = None;
+        if dialect == Dialect::Legacy
+            && let Some(tid) = msg.task_id.clone()
+        {
+            let t = tid.clone();
+            if self
+                .inner
+                .store
+                .read(move |conn| tasks::head(conn, &t))
+                .await?
+                .is_none()
+            {
+                check_client_task_id(&tid)?;
+                msg.task_id = None;
+                chosen_id = Some(tid);
+            }
         }
         let continuing = msg.task_id.is_some();
         let plan = agent.backend.plan(&msg, continuing);
@@ -267,7 +281,7 @@ impl Engine {
             let (head, task) = self.load_owned(agent, owner, &task_id, None).await?;
             (task_id, rx, head.last_seq, task)
         } else {
-            let id = new_id();
+            let id = chosen_id.unwrap_or_else(new_id);
             let context_id = msg.context_id.clone().unwrap_or_else(new_id);
             msg.task_id = Some(id.clone());
             msg.context_id = Some(context_id.clone());
@@ -292,6 +306,7 @@ impl Engine {
                 status: task.status.clone(),
                 metadata: req.metadata,
                 now_ms: now,
+                dialect: dialect_name(dialect),
             };
             let snapshot = task.clone();
             let seq = self
@@ -439,8 +454,6 @@ impl Engine {
                                 ))));
                             }
                             tasks::put_artifact(conn, &tid, &artifact, append)?;
-                            conn.prepare_cached("UPDATE tasks SET updated_ms = ?2 WHERE id = ?1")?
-                                .execute(rusqlite::params![tid, now])?;
                             (
                                 h.state,
                                 StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
@@ -524,6 +537,19 @@ impl Engine {
             .await?;
         head.filter(|h| h.agent_id == agent.id() && h.owner == owner)
             .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
+    }
+
+    /// A task with its head (owner-checked), for callers that need to know
+    /// e.g. the dialect it was created in.
+    pub async fn task_with_head(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        id: &str,
+        history_length: Option<i32>,
+    ) -> Result<(TaskHead, Task), Error> {
+        let history = history_arg(history_length)?;
+        self.load_owned(agent, owner, id, history).await
     }
 
     async fn load_owned(
@@ -659,7 +685,7 @@ impl Engine {
         agent: &Agent,
         owner: &str,
         id: &str,
-    ) -> Result<(Task, i64, broadcast::Receiver<Arc<Event>>), Error> {
+    ) -> Result<(Task, i64, Subscription), Error> {
         // Subscribe first, then read: events committed after the read are in
         // the channel; those before it are in the snapshot (skipped by seq).
         let rx = self.inner.bus.subscribe_task(id);
@@ -780,6 +806,29 @@ impl Engine {
             .write(move |conn| tasks::delete_push_config(conn, &t, &i))
             .await?;
         Ok(())
+    }
+}
+
+/// How a dialect is recorded on a task.
+fn dialect_name(d: Dialect) -> &'static str {
+    match d {
+        Dialect::V1 => "v1",
+        Dialect::V03 => "v0.3",
+        Dialect::Legacy => "legacy",
+    }
+}
+
+/// A client-chosen task id (pre-0.3 dialect): 1 to 128 printable ASCII
+/// characters without spaces or slashes, so it is safe in URLs and logs.
+fn check_client_task_id(id: &str) -> Result<(), Error> {
+    let ok =
+        !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic() && b != b'/');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidParams(format!(
+            "task id `{id}` must be 1 to 128 printable characters without spaces or `/`"
+        )))
     }
 }
 

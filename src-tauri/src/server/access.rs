@@ -66,11 +66,14 @@ impl AccessPolicy {
 
     /// `WWW-Authenticate` challenge naming the accepted schemes.
     pub fn challenge(&self) -> String {
-        if self.credentials.iter().any(|c| c.bearer.is_some()) {
-            "Bearer realm=\"countersign\"".into()
-        } else {
-            "ApiKey realm=\"countersign\"".into()
+        let mut schemes = Vec::new();
+        if self.credentials.is_empty() || self.credentials.iter().any(|c| c.bearer.is_some()) {
+            schemes.push("Bearer realm=\"countersign\"");
         }
+        if self.credentials.iter().any(|c| c.api_key.is_some()) {
+            schemes.push("ApiKey realm=\"countersign\"");
+        }
+        schemes.join(", ")
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -58,7 +58,8 @@ fn error_response(id: &Value, e: &Error, challenge: Option<String>) -> Response 
 }
 
 fn params<T: DeserializeOwned>(p: Value) -> Result<T, Error> {
-    serde_json::from_value(p).map_err(|e| Error::InvalidParams(e.to_string()))
+    // The error names the field it is about: `message.parts: invalid type…`.
+    serde_path_to_error::deserialize(p).map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
 /// Maps a method name and its params to an operation.
@@ -87,10 +88,19 @@ fn to_op(method: &str, p: Value) -> Result<Op, Error> {
 pub async fn handle(
     State(state): State<Shared>,
     Path(agent_id): Path<String>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if method != Method::POST {
+        let e = Error::InvalidRequest(format!("JSON-RPC requests are POSTed; got {method}"));
+        let mut resp = error_response(&Value::Null, &e, None);
+        *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return resp;
+    }
     let Some(agent) = state.engine.agent(&agent_id).cloned() else {
         return error_response(
             &Value::Null,

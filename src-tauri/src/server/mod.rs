@@ -17,7 +17,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, Uri};
-use axum::routing::{any, get, post};
+use axum::routing::{any, get};
 use tokio::sync::watch;
 
 use crate::a2a::Error;
@@ -44,8 +44,8 @@ pub type Shared = Arc<AppState>;
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/.well-known/agent-card.json", get(card::root_card))
-        .route("/a2a/{agent}", post(jsonrpc::handle))
-        .route("/a2a/{agent}/", post(jsonrpc::handle))
+        .route("/a2a/{agent}", any(jsonrpc::handle))
+        .route("/a2a/{agent}/", any(jsonrpc::handle))
         .route("/a2a/{agent}/{*rest}", any(rest::handle))
         .fallback(not_found)
         // Bodies are read by `read_body`, which enforces the configured limit
@@ -61,19 +61,44 @@ async fn not_found(uri: Uri) -> axum::response::Response {
     )
 }
 
+/// After refusing an oversized body, at most this much more of it is read
+/// and thrown away (for at most [`DRAIN_MAX_TIME`]), so that a client still
+/// sending gets the 413 instead of a connection reset.
+const DRAIN_MAX_BYTES: usize = 4 << 20;
+const DRAIN_MAX_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Reads a request body up to the configured limit.
-pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, Error> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let inner = e.into_inner();
-        if inner
-            .downcast_ref::<http_body_util::LengthLimitError>()
-            .is_some()
-        {
-            Error::PayloadTooLarge(limit)
-        } else {
-            Error::InvalidRequest(format!("cannot read the request body: {inner}"))
+pub async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Error> {
+    use http_body_util::BodyExt;
+    let read_error =
+        |e: axum::Error| Error::InvalidRequest(format!("cannot read the request body: {e}"));
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(read_error)?.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > limit {
+            drain(body).await;
+            return Err(Error::PayloadTooLarge(limit));
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// Reads and discards what is left of a refused body, within bounds.
+async fn drain(mut body: Body) {
+    use http_body_util::BodyExt;
+    let _ = tokio::time::timeout(DRAIN_MAX_TIME, async {
+        let mut n = 0usize;
+        while n < DRAIN_MAX_BYTES {
+            match body.frame().await {
+                Some(Ok(f)) => n += f.data_ref().map_or(0, |d| d.len()),
+                _ => break,
+            }
         }
     })
+    .await;
 }
 
 /// Parses a JSON body: valid UTF-8, nesting within `max_depth`, then JSON.

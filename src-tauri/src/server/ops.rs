@@ -64,7 +64,9 @@ pub async fn execute(
     match op {
         Op::SendMessage(req) => {
             let cfg = req.configuration.clone().unwrap_or_default();
-            let mut started = engine.send(agent, owner, req).await?;
+            let mut started = engine
+                .send(agent, owner, req, crate::a2a::v0_3::Dialect::V1)
+                .await?;
             let task_id = match &started.reply {
                 SendMessageResponse::Message(_) => {
                     return Ok(Outcome::Json(to_value(&started.reply)?));
@@ -83,7 +85,9 @@ pub async fn execute(
         Op::SendStreamingMessage(req) => {
             require_streaming(agent)?;
             let history = req.configuration.as_ref().and_then(|c| c.history_length);
-            let started = engine.send(agent, owner, req).await?;
+            let started = engine
+                .send(agent, owner, req, crate::a2a::v0_3::Dialect::V1)
+                .await?;
             Ok(Outcome::Stream(sse::send_stream(
                 started,
                 history,

@@ -19,6 +19,11 @@ use crate::a2a::Error;
 /// The HTTP response for an A2A error (the one mapping for this binding).
 pub fn error_response(e: &Error, a2a_json: bool) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    error_response_with(e, status, a2a_json)
+}
+
+/// The error body for `e` under an HTTP status of the binding's choosing.
+fn error_response_with(e: &Error, status: StatusCode, a2a_json: bool) -> Response {
     let body = json!({
         "error": {
             "code": status.as_u16(),
@@ -63,6 +68,18 @@ enum Route {
     PushConfigs(String),
     PushConfig(String, String),
     ExtendedCard,
+}
+
+impl Route {
+    /// The methods a route takes, for the `Allow` header of a 405.
+    fn allowed(&self) -> &'static str {
+        match self {
+            Route::Card | Route::ListTasks | Route::Task(_) | Route::ExtendedCard => "GET",
+            Route::Send | Route::Stream | Route::Cancel(_) => "POST",
+            Route::Subscribe(_) | Route::PushConfigs(_) => "GET, POST",
+            Route::PushConfig(..) => "GET, DELETE",
+        }
+    }
 }
 
 fn route(rest: &str) -> Option<Route> {
@@ -127,7 +144,8 @@ fn query_object(uri: &Uri) -> Result<Value, Error> {
 }
 
 fn from<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
-    serde_json::from_value(v).map_err(|e| Error::InvalidParams(e.to_string()))
+    // The error names the field it is about: `message.parts: invalid type…`.
+    serde_path_to_error::deserialize(v).map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
 fn with(mut v: Value, key: &str, val: &str) -> Value {
@@ -160,7 +178,10 @@ pub async fn handle(
         );
     };
     if route == Route::Card {
-        return card::agent_card(&state, &agent, &headers);
+        if matches!(method, Method::GET | Method::HEAD) {
+            return card::agent_card(&state, &agent, &headers);
+        }
+        return method_not_allowed(&method, &uri, route.allowed(), a2a_json);
     }
     let owner = match state.access.authenticate(&headers) {
         Ok(o) => o,
@@ -175,19 +196,12 @@ pub async fn handle(
     if let Err(e) = check_version(&headers, &uri) {
         return error_response(&e, a2a_json);
     }
+    let allowed = route.allowed();
     let op = match to_op(&state, route, &method, &uri, &headers, body).await {
         Ok(op) => op,
         Err(e) => {
             if e == Error::MethodNotFound(String::new()) {
-                let mut resp = error_response(
-                    &Error::UnsupportedOperation(format!(
-                        "{method} is not allowed on {}",
-                        uri.path()
-                    )),
-                    a2a_json,
-                );
-                *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-                return resp;
+                return method_not_allowed(&method, &uri, allowed, a2a_json);
             }
             return error_response(&e, a2a_json);
         }
@@ -212,6 +226,26 @@ pub async fn handle(
         }
         Err(e) => error_response(&e, a2a_json),
     }
+}
+
+/// 405, naming the methods the route takes.
+fn method_not_allowed(
+    method: &Method,
+    uri: &Uri,
+    allowed: &'static str,
+    a2a_json: bool,
+) -> Response {
+    let mut resp = error_response_with(
+        &Error::UnsupportedOperation(format!(
+            "{method} is not allowed on {}; use {allowed}",
+            uri.path()
+        )),
+        StatusCode::METHOD_NOT_ALLOWED,
+        a2a_json,
+    );
+    resp.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allowed));
+    resp
 }
 
 async fn json_body(state: &Shared, headers: &HeaderMap, body: Body) -> Result<Value, Error> {

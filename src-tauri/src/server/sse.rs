@@ -7,18 +7,17 @@
 //! only when the task is terminal. Both end when the server shuts down.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use futures::stream::{self, BoxStream, StreamExt};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::a2a::types::{SendMessageResponse, StreamResponse, Task};
-use crate::engine::{Event, Started};
+use crate::engine::{Event, Started, Subscription};
 
 struct Feed {
     pending: VecDeque<StreamResponse>,
-    rx: Option<broadcast::Receiver<Arc<Event>>>,
+    rx: Option<Subscription>,
     seq: i64,
     close_when_interrupted: bool,
     run: Option<JoinHandle<()>>,
@@ -73,7 +72,7 @@ pub fn send_stream(
 pub fn subscribe_stream(
     task: Task,
     seq: i64,
-    rx: broadcast::Receiver<Arc<Event>>,
+    rx: Subscription,
     shutdown: watch::Receiver<bool>,
 ) -> BoxStream<'static, StreamResponse> {
     feed(Feed {

@@ -57,6 +57,9 @@ const MIGRATIONS: &[&str] = &[
         created_ms  INTEGER NOT NULL,
         PRIMARY KEY (task_id, seq)
     ) WITHOUT ROWID;",
+    // 2: the dialect a task was created in (`v1`, `v0.3`, `legacy`), so that
+    // methods both old dialects share (`tasks/get`) answer in the right shape.
+    "ALTER TABLE tasks ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';",
 ];
 
 /// Brings the database up to the newest schema.

@@ -20,6 +20,8 @@ pub struct TaskHead {
     pub last_seq: i64,
     pub history_len: i64,
     pub parked: bool,
+    /// The dialect the task was created in: `v1`, `v0.3` or `legacy`.
+    pub dialect: String,
 }
 
 /// A task about to be created.
@@ -31,6 +33,7 @@ pub struct NewTask {
     pub status: TaskStatus,
     pub metadata: Option<Metadata>,
     pub now_ms: i64,
+    pub dialect: &'static str,
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
@@ -50,8 +53,8 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
-                            parked, created_ms, updated_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                            parked, created_ms, updated_ms, dialect)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
     )?
     .execute(params![
         t.id,
@@ -63,6 +66,7 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
         metadata,
         t.status.state.is_interrupted(),
         t.now_ms,
+        t.dialect,
     ])?;
     Ok(())
 }
@@ -71,36 +75,30 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
 pub fn head(conn: &Connection, id: &str) -> Result<Option<TaskHead>> {
     let row = conn
         .prepare_cached(
-            "SELECT id, agent_id, owner, context_id, state, last_seq, history_len, parked
+            "SELECT id, agent_id, owner, context_id, state, last_seq, history_len, parked, dialect
              FROM tasks WHERE id = ?1",
         )?
         .query_row([id], |r| {
             Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
                 r.get::<_, i64>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, i64>(6)?,
-                r.get::<_, bool>(7)?,
+                TaskHead {
+                    id: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    owner: r.get(2)?,
+                    context_id: r.get(3)?,
+                    state: TaskState::Submitted,
+                    last_seq: r.get(5)?,
+                    history_len: r.get(6)?,
+                    parked: r.get(7)?,
+                    dialect: r.get(8)?,
+                },
             ))
         })
         .optional()?;
-    row.map(
-        |(id, agent_id, owner, context_id, state, last_seq, history_len, parked)| {
-            Ok(TaskHead {
-                id,
-                agent_id,
-                owner,
-                context_id,
-                state: state_of(state)?,
-                last_seq,
-                history_len,
-                parked,
-            })
-        },
-    )
+    row.map(|(state, mut head)| {
+        head.state = state_of(state)?;
+        Ok(head)
+    })
     .transpose()
 }
 
@@ -117,6 +115,19 @@ pub fn set_status(conn: &Connection, id: &str, status: &TaskStatus, now_ms: i64)
         now_ms
     ])?;
     Ok(())
+}
+
+/// Served tasks still submitted or working: (id, agent id).
+pub fn active_served(conn: &Connection) -> Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, agent_id FROM tasks WHERE state IN (1, 2) AND origin = 'served'",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row?);
+    }
+    Ok(out)
 }
 
 /// Appends a message to a task's history.
@@ -313,7 +324,8 @@ pub fn list(conn: &Connection, f: &ListFilter) -> Result<TaskPage> {
     }
     if let Some(ms) = f.updated_after_ms {
         args.push(ms.into());
-        where_sql.push_str(&format!(" AND updated_ms > ?{}", args.len()));
+        // Inclusive, as `statusTimestampAfter` is defined in the proto.
+        where_sql.push_str(&format!(" AND updated_ms >= ?{}", args.len()));
     }
     let total_size: i64 = conn
         .prepare_cached(&format!("SELECT COUNT(*) FROM tasks WHERE {where_sql}"))?
