@@ -1,0 +1,836 @@
+//! The A2A v0.3 dialect and the pre-0.3 ("legacy", 0.2.x) dialect, as pure
+//! translations to and from the internal v1.0 model.
+//!
+//! `decode_*` turn a request in the old dialect into v1.0 types (failing
+//! with a message that names the field); `encode_*` render v1.0 values in the
+//! old dialect. For everything v0.3 can express, `decode(encode(x)) == x`.
+
+use serde_json::{Map, Value, json};
+
+use super::Error;
+use super::types::{
+    Artifact, AuthenticationInfo, Message, Part, PartContent, Role, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig,
+    TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+
+/// Which generation of the protocol a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// A2A 1.0 (`SendMessage`, `{"task":…}`, `TASK_STATE_…`).
+    V1,
+    /// A2A 0.3 (`message/send`, `kind`, kebab-case states).
+    V03,
+    /// Pre-0.3 JSON-RPC (`tasks/send`, `sessionId`, parts with `type`).
+    Legacy,
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::InvalidParams(msg.into())
+}
+
+fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, Error> {
+    v.as_object()
+        .ok_or_else(|| invalid(format!("{what} must be an object")))
+}
+
+fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<String>, Error> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(invalid(format!("{what}.{key} must be a string"))),
+    }
+}
+
+fn req_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<String, Error> {
+    opt_str(m, key, what)?
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| invalid(format!("{what}.{key} is required")))
+}
+
+fn opt_obj(
+    m: &Map<String, Value>,
+    key: &str,
+    what: &str,
+) -> Result<Option<Map<String, Value>>, Error> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o.clone())),
+        Some(_) => Err(invalid(format!("{what}.{key} must be an object"))),
+    }
+}
+
+fn str_list(m: &Map<String, Value>, key: &str, what: &str) -> Result<Vec<String>, Error> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| invalid(format!("{what}.{key} must hold strings")))
+            })
+            .collect(),
+        Some(_) => Err(invalid(format!("{what}.{key} must be an array of strings"))),
+    }
+}
+
+fn opt_i32(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<i32>, Error> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| invalid(format!("{what}.{key} must be an integer"))),
+    }
+}
+
+fn opt_bool(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<bool>, Error> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(invalid(format!("{what}.{key} must be true or false"))),
+    }
+}
+
+/// The kebab-case v0.3 name of a state.
+pub fn state_name(s: TaskState) -> &'static str {
+    s.short_name()
+}
+
+/// Parses a v0.3 / legacy state name.
+fn parse_state(s: &str) -> Result<TaskState, Error> {
+    TaskState::ALL
+        .into_iter()
+        .find(|st| st.short_name() == s)
+        .ok_or_else(|| invalid(format!("unknown task state `{s}`")))
+}
+
+// ---------------------------------------------------------------- parts
+
+/// Decodes a v0.3 part (`kind`) or a legacy part (`type`); a part without a
+/// discriminator is recognised by its members.
+pub fn decode_part(v: &Value) -> Result<Part, Error> {
+    let m = obj(v, "part")?;
+    let kind = match (m.get("kind"), m.get("type")) {
+        (Some(Value::String(k)), _) | (None, Some(Value::String(k))) => k.clone(),
+        (None, None) if m.contains_key("text") => "text".into(),
+        (None, None) if m.contains_key("file") => "file".into(),
+        (None, None) if m.contains_key("data") => "data".into(),
+        _ => return Err(invalid("part.kind must be \"text\", \"file\" or \"data\"")),
+    };
+    let metadata = opt_obj(m, "metadata", "part")?;
+    let part = match kind.as_str() {
+        "text" => Part {
+            content: PartContent::Text(
+                m.get("text")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("part.text must be a string"))?
+                    .to_owned(),
+            ),
+            metadata,
+            filename: None,
+            media_type: None,
+        },
+        "file" => {
+            let f = m
+                .get("file")
+                .ok_or_else(|| invalid("part.file is required for a file part"))?;
+            let f = obj(f, "part.file")?;
+            let content = match (
+                opt_str(f, "bytes", "part.file")?,
+                opt_str(f, "uri", "part.file")?,
+            ) {
+                (Some(b), None) => {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b.as_bytes())
+                        .map_err(|_| invalid("part.file.bytes must be base64"))?;
+                    PartContent::Raw(b)
+                }
+                (None, Some(u)) => PartContent::Url(u),
+                _ => return Err(invalid("part.file needs exactly one of `bytes` or `uri`")),
+            };
+            Part {
+                content,
+                metadata,
+                filename: opt_str(f, "name", "part.file")?,
+                media_type: opt_str(f, "mimeType", "part.file")?,
+            }
+        }
+        "data" => Part {
+            content: PartContent::Data(
+                m.get("data")
+                    .cloned()
+                    .ok_or_else(|| invalid("part.data is required"))?,
+            ),
+            metadata,
+            filename: None,
+            media_type: None,
+        },
+        other => return Err(invalid(format!("unknown part kind `{other}`"))),
+    };
+    Ok(part)
+}
+
+/// Encodes a part for v0.3 (`kind`) or the legacy dialect (`type`). A v1
+/// media type on a text or data part has no place in v0.3 and is kept in
+/// the part's metadata under `mediaType`.
+pub fn encode_part(p: &Part, dialect: Dialect) -> Value {
+    let tag = if dialect == Dialect::Legacy {
+        "type"
+    } else {
+        "kind"
+    };
+    let mut out = Map::new();
+    let mut metadata = p.metadata.clone();
+    match &p.content {
+        PartContent::Text(t) => {
+            out.insert(tag.into(), json!("text"));
+            out.insert("text".into(), json!(t));
+        }
+        PartContent::Data(d) => {
+            out.insert(tag.into(), json!("data"));
+            out.insert("data".into(), d.clone());
+        }
+        PartContent::Raw(_) | PartContent::Url(_) => {
+            out.insert(tag.into(), json!("file"));
+            let mut f = Map::new();
+            if let Some(n) = &p.filename {
+                f.insert("name".into(), json!(n));
+            }
+            if let Some(t) = &p.media_type {
+                f.insert("mimeType".into(), json!(t));
+            }
+            match &p.content {
+                PartContent::Raw(b) => f.insert("bytes".into(), json!(b)),
+                PartContent::Url(u) => f.insert("uri".into(), json!(u)),
+                _ => None,
+            };
+            out.insert("file".into(), Value::Object(f));
+        }
+    }
+    if matches!(p.content, PartContent::Text(_) | PartContent::Data(_))
+        && let Some(t) = &p.media_type
+    {
+        metadata
+            .get_or_insert_with(Map::new)
+            .insert("mediaType".into(), json!(t));
+    }
+    if let Some(md) = metadata {
+        out.insert("metadata".into(), Value::Object(md));
+    }
+    Value::Object(out)
+}
+
+/// Restores the media type of a text/data part kept in metadata by
+/// [`encode_part`].
+fn lift_media_type(mut p: Part) -> Part {
+    if matches!(p.content, PartContent::Text(_) | PartContent::Data(_))
+        && let Some(md) = p.metadata.as_mut()
+        && let Some(Value::String(t)) = md.remove("mediaType")
+    {
+        p.media_type = Some(t);
+        if md.is_empty() {
+            p.metadata = None;
+        }
+    }
+    p
+}
+
+// ---------------------------------------------------------------- messages
+
+fn decode_role(v: Option<&Value>) -> Result<Role, Error> {
+    match v.and_then(Value::as_str) {
+        Some("user") | Some("ROLE_USER") => Ok(Role::User),
+        Some("agent") | Some("ROLE_AGENT") => Ok(Role::Agent),
+        _ => Err(invalid("message.role must be \"user\" or \"agent\"")),
+    }
+}
+
+/// Decodes a v0.3 message. Legacy messages have no id; one is made up.
+pub fn decode_message(v: &Value, dialect: Dialect) -> Result<Message, Error> {
+    let m = obj(v, "message")?;
+    let parts = match m.get("parts") {
+        Some(Value::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|p| decode_part(p).map(lift_media_type))
+            .collect::<Result<_, _>>()?,
+        Some(Value::Array(_)) => {
+            return Err(invalid("message.parts must contain at least one part"));
+        }
+        _ => return Err(invalid("message.parts is required")),
+    };
+    let message_id = match dialect {
+        Dialect::Legacy => {
+            opt_str(m, "messageId", "message")?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        }
+        _ => req_str(m, "messageId", "message")?,
+    };
+    Ok(Message {
+        message_id,
+        context_id: opt_str(m, "contextId", "message")?,
+        task_id: opt_str(m, "taskId", "message")?,
+        role: decode_role(m.get("role"))?,
+        parts,
+        metadata: opt_obj(m, "metadata", "message")?,
+        extensions: str_list(m, "extensions", "message")?,
+        reference_task_ids: str_list(m, "referenceTaskIds", "message")?,
+    })
+}
+
+/// Encodes a message for v0.3 or the legacy dialect.
+pub fn encode_message(msg: &Message, dialect: Dialect) -> Value {
+    let mut out = Map::new();
+    if dialect == Dialect::V03 {
+        out.insert("kind".into(), json!("message"));
+    }
+    out.insert("messageId".into(), json!(msg.message_id));
+    if dialect == Dialect::V03 {
+        if let Some(c) = &msg.context_id {
+            out.insert("contextId".into(), json!(c));
+        }
+        if let Some(t) = &msg.task_id {
+            out.insert("taskId".into(), json!(t));
+        }
+    }
+    out.insert(
+        "role".into(),
+        json!(match msg.role {
+            Role::User => "user",
+            Role::Agent => "agent",
+        }),
+    );
+    out.insert(
+        "parts".into(),
+        Value::Array(msg.parts.iter().map(|p| encode_part(p, dialect)).collect()),
+    );
+    if let Some(md) = &msg.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    if dialect == Dialect::V03 {
+        if !msg.extensions.is_empty() {
+            out.insert("extensions".into(), json!(msg.extensions));
+        }
+        if !msg.reference_task_ids.is_empty() {
+            out.insert("referenceTaskIds".into(), json!(msg.reference_task_ids));
+        }
+    }
+    Value::Object(out)
+}
+
+// ---------------------------------------------------------------- tasks
+
+fn encode_status(s: &TaskStatus, dialect: Dialect) -> Value {
+    let mut out = Map::new();
+    out.insert("state".into(), json!(state_name(s.state)));
+    if let Some(m) = &s.message {
+        out.insert("message".into(), encode_message(m, dialect));
+    }
+    if let Some(t) = &s.timestamp {
+        out.insert("timestamp".into(), json!(t));
+    }
+    Value::Object(out)
+}
+
+fn encode_artifact(a: &Artifact, dialect: Dialect) -> Value {
+    let mut out = Map::new();
+    if dialect == Dialect::V03 {
+        out.insert("artifactId".into(), json!(a.artifact_id));
+    }
+    if let Some(n) = &a.name {
+        out.insert("name".into(), json!(n));
+    }
+    if let Some(d) = &a.description {
+        out.insert("description".into(), json!(d));
+    }
+    out.insert(
+        "parts".into(),
+        Value::Array(a.parts.iter().map(|p| encode_part(p, dialect)).collect()),
+    );
+    if let Some(md) = &a.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    if dialect == Dialect::V03 && !a.extensions.is_empty() {
+        out.insert("extensions".into(), json!(a.extensions));
+    }
+    Value::Object(out)
+}
+
+/// Encodes a task for v0.3 (`kind: "task"`) or the legacy dialect (`sessionId`).
+pub fn encode_task(t: &Task, dialect: Dialect) -> Value {
+    let mut out = Map::new();
+    out.insert("id".into(), json!(t.id));
+    match dialect {
+        Dialect::Legacy => out.insert("sessionId".into(), json!(t.context_id)),
+        _ => out.insert("contextId".into(), json!(t.context_id)),
+    };
+    out.insert("status".into(), encode_status(&t.status, dialect));
+    if let Some(a) = &t.artifacts {
+        out.insert(
+            "artifacts".into(),
+            Value::Array(a.iter().map(|x| encode_artifact(x, dialect)).collect()),
+        );
+    }
+    if !t.history.is_empty() {
+        out.insert(
+            "history".into(),
+            Value::Array(
+                t.history
+                    .iter()
+                    .map(|m| encode_message(m, dialect))
+                    .collect(),
+            ),
+        );
+    }
+    if let Some(md) = &t.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    if dialect == Dialect::V03 {
+        out.insert("kind".into(), json!("task"));
+    }
+    Value::Object(out)
+}
+
+/// Decodes a v0.3 task (used by tests and by clients of v0.3 peers).
+pub fn decode_task(v: &Value) -> Result<Task, Error> {
+    let m = obj(v, "task")?;
+    let status = obj(m.get("status").unwrap_or(&Value::Null), "task.status")?;
+    let decode_list = |key: &str| -> Result<Vec<Value>, Error> {
+        match m.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(a)) => Ok(a.clone()),
+            Some(_) => Err(invalid(format!("task.{key} must be an array"))),
+        }
+    };
+    let artifacts = match m.get("artifacts") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(
+            decode_list("artifacts")?
+                .iter()
+                .map(decode_artifact)
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    Ok(Task {
+        id: req_str(m, "id", "task")?,
+        context_id: opt_str(m, "contextId", "task")?.unwrap_or_default(),
+        status: TaskStatus {
+            state: parse_state(status.get("state").and_then(Value::as_str).unwrap_or(""))?,
+            message: status
+                .get("message")
+                .filter(|v| !v.is_null())
+                .map(|v| decode_message(v, Dialect::V03))
+                .transpose()?,
+            timestamp: opt_str(status, "timestamp", "task.status")?,
+        },
+        artifacts,
+        history: decode_list("history")?
+            .iter()
+            .map(|h| decode_message(h, Dialect::V03))
+            .collect::<Result<_, _>>()?,
+        metadata: opt_obj(m, "metadata", "task")?,
+    })
+}
+
+fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
+    let m = obj(v, "artifact")?;
+    let parts = match m.get("parts") {
+        Some(Value::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|p| decode_part(p).map(lift_media_type))
+            .collect::<Result<_, _>>()?,
+        _ => return Err(invalid("artifact.parts must contain at least one part")),
+    };
+    Ok(Artifact {
+        artifact_id: req_str(m, "artifactId", "artifact")?,
+        name: opt_str(m, "name", "artifact")?,
+        description: opt_str(m, "description", "artifact")?,
+        parts,
+        metadata: opt_obj(m, "metadata", "artifact")?,
+        extensions: str_list(m, "extensions", "artifact")?,
+    })
+}
+
+/// Encodes a stream event. `final` marks the event after which the stream
+/// closes (v0.3 and legacy have it; v1.0 closes the stream instead).
+pub fn encode_event(ev: &StreamResponse, dialect: Dialect, is_final: bool) -> Value {
+    match ev {
+        StreamResponse::Task(t) => encode_task(t, dialect),
+        StreamResponse::Message(m) => encode_message(m, dialect),
+        StreamResponse::StatusUpdate(u) => {
+            let mut out = Map::new();
+            match dialect {
+                Dialect::Legacy => {
+                    out.insert("id".into(), json!(u.task_id));
+                }
+                _ => {
+                    out.insert("taskId".into(), json!(u.task_id));
+                    out.insert("contextId".into(), json!(u.context_id));
+                    out.insert("kind".into(), json!("status-update"));
+                }
+            }
+            out.insert("status".into(), encode_status(&u.status, dialect));
+            out.insert("final".into(), json!(is_final));
+            if let Some(md) = &u.metadata {
+                out.insert("metadata".into(), Value::Object(md.clone()));
+            }
+            Value::Object(out)
+        }
+        StreamResponse::ArtifactUpdate(u) => {
+            let mut out = Map::new();
+            match dialect {
+                Dialect::Legacy => {
+                    out.insert("id".into(), json!(u.task_id));
+                    let mut a = encode_artifact(&u.artifact, dialect);
+                    if let Value::Object(am) = &mut a {
+                        if u.append {
+                            am.insert("append".into(), json!(true));
+                        }
+                        if u.last_chunk {
+                            am.insert("lastChunk".into(), json!(true));
+                        }
+                    }
+                    out.insert("artifact".into(), a);
+                }
+                _ => {
+                    out.insert("taskId".into(), json!(u.task_id));
+                    out.insert("contextId".into(), json!(u.context_id));
+                    out.insert("kind".into(), json!("artifact-update"));
+                    out.insert("artifact".into(), encode_artifact(&u.artifact, dialect));
+                    if u.append {
+                        out.insert("append".into(), json!(true));
+                    }
+                    if u.last_chunk {
+                        out.insert("lastChunk".into(), json!(true));
+                    }
+                }
+            }
+            if let Some(md) = &u.metadata {
+                out.insert("metadata".into(), Value::Object(md.clone()));
+            }
+            Value::Object(out)
+        }
+    }
+}
+
+/// Decodes a v0.3 stream event (`kind`) back to v1.0.
+pub fn decode_event(v: &Value) -> Result<StreamResponse, Error> {
+    let m = obj(v, "event")?;
+    match m.get("kind").and_then(Value::as_str) {
+        Some("task") => Ok(StreamResponse::Task(decode_task(v)?)),
+        Some("message") => Ok(StreamResponse::Message(decode_message(v, Dialect::V03)?)),
+        Some("status-update") => {
+            let status = obj(m.get("status").unwrap_or(&Value::Null), "event.status")?;
+            Ok(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: req_str(m, "taskId", "event")?,
+                context_id: opt_str(m, "contextId", "event")?.unwrap_or_default(),
+                status: TaskStatus {
+                    state: parse_state(status.get("state").and_then(Value::as_str).unwrap_or(""))?,
+                    message: status
+                        .get("message")
+                        .filter(|v| !v.is_null())
+                        .map(|v| decode_message(v, Dialect::V03))
+                        .transpose()?,
+                    timestamp: opt_str(status, "timestamp", "event.status")?,
+                },
+                metadata: opt_obj(m, "metadata", "event")?,
+            }))
+        }
+        Some("artifact-update") => Ok(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: req_str(m, "taskId", "event")?,
+            context_id: opt_str(m, "contextId", "event")?.unwrap_or_default(),
+            artifact: decode_artifact(m.get("artifact").unwrap_or(&Value::Null))?,
+            append: opt_bool(m, "append", "event")?.unwrap_or(false),
+            last_chunk: opt_bool(m, "lastChunk", "event")?.unwrap_or(false),
+            metadata: opt_obj(m, "metadata", "event")?,
+        })),
+        other => Err(invalid(format!("unknown event kind {other:?}"))),
+    }
+}
+
+// ---------------------------------------------------------------- requests
+
+/// Decodes v0.3 `MessageSendParams` (or legacy `TaskSendParams`, whose task
+/// id and session id sit beside the message). In v0.3 a send is blocking
+/// unless `configuration.blocking` is `false`.
+pub fn decode_send_params(v: &Value, dialect: Dialect) -> Result<SendMessageRequest, Error> {
+    let m = obj(v, "params")?;
+    let mut message = decode_message(
+        m.get("message")
+            .ok_or_else(|| invalid("params.message is required"))?,
+        dialect,
+    )?;
+    let mut configuration = SendMessageConfiguration::default();
+    match dialect {
+        Dialect::Legacy => {
+            if let Some(id) = opt_str(m, "id", "params")? {
+                message.task_id = Some(id);
+            }
+            if let Some(s) = opt_str(m, "sessionId", "params")? {
+                message.context_id = Some(s);
+            }
+            configuration.accepted_output_modes = str_list(m, "acceptedOutputModes", "params")?;
+            configuration.history_length = opt_i32(m, "historyLength", "params")?;
+            if m.get("pushNotification").is_some_and(|p| !p.is_null()) {
+                configuration.task_push_notification_config =
+                    Some(decode_push_config_body(&m["pushNotification"], None)?);
+            }
+        }
+        _ => {
+            if let Some(c) = opt_obj(m, "configuration", "params")? {
+                configuration.accepted_output_modes =
+                    str_list(&c, "acceptedOutputModes", "params.configuration")?;
+                configuration.history_length =
+                    opt_i32(&c, "historyLength", "params.configuration")?;
+                configuration.return_immediately =
+                    opt_bool(&c, "blocking", "params.configuration")? == Some(false);
+                if let Some(p) = c.get("pushNotificationConfig").filter(|p| !p.is_null()) {
+                    configuration.task_push_notification_config =
+                        Some(decode_push_config_body(p, None)?);
+                }
+            }
+        }
+    }
+    Ok(SendMessageRequest {
+        tenant: None,
+        message,
+        configuration: Some(configuration),
+        metadata: opt_obj(m, "metadata", "params")?,
+    })
+}
+
+/// Decodes a v0.3 `PushNotificationConfig` (the inner object).
+fn decode_push_config_body(
+    v: &Value,
+    task_id: Option<String>,
+) -> Result<TaskPushNotificationConfig, Error> {
+    let c = obj(v, "pushNotificationConfig")?;
+    let authentication = match opt_obj(c, "authentication", "pushNotificationConfig")? {
+        None => None,
+        Some(a) => {
+            let schemes = str_list(&a, "schemes", "pushNotificationConfig.authentication")?;
+            let scheme = schemes.into_iter().next().ok_or_else(|| {
+                invalid("pushNotificationConfig.authentication.schemes needs at least one scheme")
+            })?;
+            Some(AuthenticationInfo {
+                scheme,
+                credentials: opt_str(&a, "credentials", "pushNotificationConfig.authentication")?,
+            })
+        }
+    };
+    Ok(TaskPushNotificationConfig {
+        tenant: None,
+        id: opt_str(c, "id", "pushNotificationConfig")?,
+        task_id,
+        url: req_str(c, "url", "pushNotificationConfig")?,
+        token: opt_str(c, "token", "pushNotificationConfig")?,
+        authentication,
+    })
+}
+
+/// Decodes a v0.3 `TaskPushNotificationConfig` (`taskId` + nested config).
+pub fn decode_push_config(v: &Value) -> Result<TaskPushNotificationConfig, Error> {
+    let m = obj(v, "params")?;
+    let task_id = req_str(m, "taskId", "params")?;
+    decode_push_config_body(
+        m.get("pushNotificationConfig").unwrap_or(&Value::Null),
+        Some(task_id),
+    )
+}
+
+/// Encodes a config as a v0.3 `TaskPushNotificationConfig`.
+pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
+    let mut inner = Map::new();
+    if let Some(id) = &c.id {
+        inner.insert("id".into(), json!(id));
+    }
+    inner.insert("url".into(), json!(c.url));
+    if let Some(t) = &c.token {
+        inner.insert("token".into(), json!(t));
+    }
+    if let Some(a) = &c.authentication {
+        let mut am = Map::new();
+        am.insert("schemes".into(), json!([a.scheme]));
+        if let Some(cr) = &a.credentials {
+            am.insert("credentials".into(), json!(cr));
+        }
+        inner.insert("authentication".into(), Value::Object(am));
+    }
+    json!({"taskId": c.task_id.clone().unwrap_or_default(), "pushNotificationConfig": inner})
+}
+
+/// Reads `id` (and `historyLength`) from v0.3 `TaskQueryParams` / `TaskIdParams`.
+pub fn decode_task_query(v: &Value) -> Result<(String, Option<i32>), Error> {
+    let m = obj(v, "params")?;
+    Ok((
+        req_str(m, "id", "params")?,
+        opt_i32(m, "historyLength", "params")?,
+    ))
+}
+
+/// Reads `id` and `pushNotificationConfigId` from v0.3 get/delete params.
+/// Without a config id, the config whose id equals the task id (v0.3
+/// servers give an unnamed config the task's id) is meant.
+pub fn decode_push_config_ref(v: &Value, required: bool) -> Result<(String, String), Error> {
+    let m = obj(v, "params")?;
+    let task = req_str(m, "id", "params")?;
+    let cfg = match opt_str(m, "pushNotificationConfigId", "params")? {
+        Some(c) => c,
+        None if required => return Err(invalid("params.pushNotificationConfigId is required")),
+        None => task.clone(),
+    };
+    Ok((task, cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v1_task() -> Task {
+        serde_json::from_value(json!({
+            "id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": "2025-11-09T10:30:00.000Z",
+                "message": {"messageId": "a1", "contextId": "c1", "taskId": "t1", "role": "ROLE_AGENT",
+                            "parts": [{"text": "Which one?", "mediaType": "text/markdown"}]}},
+            "artifacts": [{"artifactId": "x", "name": "plan", "parts": [
+                {"raw": "dGNr", "filename": "a.txt", "mediaType": "text/plain"},
+                {"url": "https://example.com/b.pdf", "mediaType": "application/pdf"},
+                {"data": {"k": [1, 2]}, "metadata": {"source": "calc"}}]}],
+            "history": [{"messageId": "u1", "contextId": "c1", "taskId": "t1", "role": "ROLE_USER",
+                         "parts": [{"text": "Plan a trip"}], "referenceTaskIds": ["t0"]}],
+            "metadata": {"priority": "high"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn task_round_trips_through_v0_3() {
+        let t = v1_task();
+        let wire = encode_task(&t, Dialect::V03);
+        assert_eq!(wire["kind"], "task");
+        assert_eq!(wire["status"]["state"], "input-required");
+        assert_eq!(wire["history"][0]["role"], "user");
+        assert_eq!(wire["artifacts"][0]["parts"][0]["kind"], "file");
+        assert_eq!(wire["artifacts"][0]["parts"][0]["file"]["bytes"], "dGNr");
+        assert_eq!(
+            wire["artifacts"][0]["parts"][1]["file"]["uri"],
+            "https://example.com/b.pdf"
+        );
+        assert_eq!(decode_task(&wire).unwrap(), t);
+    }
+
+    #[test]
+    fn every_state_round_trips() {
+        for s in TaskState::ALL {
+            assert_eq!(parse_state(state_name(s)).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn spec_example_message_send_params_decode() {
+        // v0.3 spec §7.1 example.
+        let params = json!({
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "tell me a joke"}],
+                        "messageId": "9229e770-767c-417b-a0b0-f0741243c589"},
+            "metadata": {}
+        });
+        let req = decode_send_params(&params, Dialect::V03).unwrap();
+        assert_eq!(req.message.role, Role::User);
+        assert_eq!(req.message.text(), "tell me a joke");
+        assert!(
+            !req.configuration.unwrap().return_immediately,
+            "0.3 sends block by default"
+        );
+        let nb = json!({"message": params["message"], "configuration": {"blocking": false, "historyLength": 2,
+            "pushNotificationConfig": {"url": "https://hook.example.com", "token": "t",
+                "authentication": {"schemes": ["Bearer"], "credentials": "c"}}}});
+        let req = decode_send_params(&nb, Dialect::V03).unwrap();
+        let cfg = req.configuration.unwrap();
+        assert!(cfg.return_immediately);
+        assert_eq!(cfg.history_length, Some(2));
+        assert_eq!(
+            cfg.task_push_notification_config
+                .unwrap()
+                .authentication
+                .unwrap()
+                .scheme,
+            "Bearer"
+        );
+    }
+
+    #[test]
+    fn legacy_send_maps_task_and_session_ids() {
+        let params = json!({"id": "client-task-1", "sessionId": "s-1",
+            "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]}});
+        let req = decode_send_params(&params, Dialect::Legacy).unwrap();
+        assert_eq!(req.message.task_id.as_deref(), Some("client-task-1"));
+        assert_eq!(req.message.context_id.as_deref(), Some("s-1"));
+        assert!(!req.message.message_id.is_empty());
+        let wire = encode_task(&v1_task(), Dialect::Legacy);
+        assert_eq!(wire["sessionId"], "c1");
+        assert!(wire.get("kind").is_none());
+        assert_eq!(wire["history"][0]["parts"][0]["type"], "text");
+    }
+
+    #[test]
+    fn events_carry_kind_and_final() {
+        let ev = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Completed,
+                message: None,
+                timestamp: None,
+            },
+            metadata: None,
+        });
+        let wire = encode_event(&ev, Dialect::V03, true);
+        assert_eq!(
+            wire,
+            json!({"taskId": "t", "contextId": "c", "kind": "status-update", "status": {"state": "completed"}, "final": true})
+        );
+        assert_eq!(decode_event(&wire).unwrap(), ev);
+        let art = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            artifact: v1_task().artifacts.unwrap()[0].clone(),
+            append: true,
+            last_chunk: true,
+            metadata: None,
+        });
+        assert_eq!(
+            decode_event(&encode_event(&art, Dialect::V03, false)).unwrap(),
+            art
+        );
+    }
+
+    #[test]
+    fn push_configs_round_trip() {
+        let c = TaskPushNotificationConfig {
+            tenant: None,
+            id: Some("p1".into()),
+            task_id: Some("t1".into()),
+            url: "https://hook.example.com/x".into(),
+            token: Some("tok".into()),
+            authentication: Some(AuthenticationInfo {
+                scheme: "Bearer".into(),
+                credentials: Some("cred".into()),
+            }),
+        };
+        assert_eq!(decode_push_config(&encode_push_config(&c)).unwrap(), c);
+    }
+
+    #[test]
+    fn bad_shapes_name_the_field() {
+        let e = decode_send_params(&json!({"message": {"role": "user", "messageId": "m", "parts": [{"kind": "file", "file": {}}]}}), Dialect::V03)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("part.file"), "{e}");
+        let e = decode_send_params(&json!({"message": {"role": "robot", "messageId": "m", "parts": [{"kind": "text", "text": "x"}]}}), Dialect::V03)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("role"), "{e}");
+    }
+}
