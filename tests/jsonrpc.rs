@@ -1359,7 +1359,9 @@ async fn trailing_slash_endpoint_serves_json_rpc_too() {
 }
 
 #[tokio::test]
-async fn missing_a2a_version_is_version_not_supported() {
+async fn a_1_0_method_without_a2a_version_is_answered_as_1_0() {
+    // The spec reads a missing header as 0.3, but 0.3 has no PascalCase
+    // methods: the method name decides.
     let s = tck();
     let c = s.client();
     let resp = post_raw(
@@ -1371,14 +1373,17 @@ async fn missing_a2a_version_is_version_not_supported() {
     .await;
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["id"], 1);
-    assert_error(&body["error"], -32009, "VERSION_NOT_SUPPORTED");
+    assert_eq!(body["result"]["totalSize"], 0, "{body}");
 }
 
 #[tokio::test]
-async fn unsupported_a2a_version_is_version_not_supported() {
+async fn unsupported_or_contradicting_a2a_version_is_refused_and_does_nothing() {
     let s = tck();
     let c = s.client();
-    for v in ["99.0", "0.3"] {
+    for (v, code, reason) in [
+        ("99.0", -32009, "VERSION_NOT_SUPPORTED"),
+        ("0.3", -32601, "METHOD_NOT_FOUND"),
+    ] {
         let resp = post_raw(
             &c,
             &format!("{}/a2a/tck", c.base),
@@ -1388,7 +1393,8 @@ async fn unsupported_a2a_version_is_version_not_supported() {
         )
         .await;
         let body: Value = resp.json().await.unwrap();
-        assert_error(&body["error"], -32009, "VERSION_NOT_SUPPORTED");
+        assert_eq!(body["error"]["code"], json!(code), "{v}: {body}");
+        assert_eq!(body["error"]["data"][0]["reason"], reason, "{v}: {body}");
     }
     // Nothing was done.
     let list = c.rpc_ok("tck", "ListTasks", json!({})).await;

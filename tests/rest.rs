@@ -418,16 +418,29 @@ async fn unknown_routes_and_agents_are_404() {
 }
 
 #[tokio::test]
-async fn missing_version_is_400_and_the_query_parameter_is_accepted() {
+async fn version_negotiation_on_1_0_routes() {
     let s = tck();
     let c = s.client();
+    // No header: 0.3 has no such route, so it is answered as 1.0.
     let (status, _, b) = call(c.http.get(format!("{}/a2a/tck/tasks", c.base))).await;
+    assert_eq!(status, 200, "{b}");
+    // Asking for 0.3 on a 1.0 route points at the 0.3 routes.
+    let (status, _, b) = call(
+        c.http
+            .get(format!("{}/a2a/tck/tasks", c.base))
+            .header("A2A-Version", "0.3"),
+    )
+    .await;
     assert_aip193(
         status,
         &b,
         400,
         "FAILED_PRECONDITION",
         "VERSION_NOT_SUPPORTED",
+    );
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("/v1/"),
+        "{b}"
     );
     let (status, _, b) = call(
         c.http

@@ -210,3 +210,90 @@ pub fn agent_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) -> 
     let card = public_card(state, agent, &base_url(state, headers));
     card_response(state, &card, headers)
 }
+
+/// The same card in v0.3 shape: `url` + `preferredTransport` (the JSON-RPC
+/// interface), `additionalInterfaces`, top-level `protocolVersion`,
+/// OpenAPI-style `securitySchemes`, `supportsAuthenticatedExtendedCard`.
+pub fn v0_3_card(card: &AgentCard) -> Value {
+    let transport = |binding: &str| -> &str {
+        match binding {
+            "HTTP+JSON" => "HTTP+JSON",
+            "GRPC" => "GRPC",
+            _ => "JSONRPC",
+        }
+    };
+    let preferred = card
+        .supported_interfaces
+        .iter()
+        .find(|i| i.protocol_binding == "JSONRPC")
+        .or(card.supported_interfaces.first());
+    let additional: Vec<Value> = card
+        .supported_interfaces
+        .iter()
+        .map(|i| json!({"url": i.url, "transport": transport(&i.protocol_binding)}))
+        .collect();
+    let mut schemes = serde_json::Map::new();
+    for (name, s) in &card.security_schemes {
+        let converted = if let Some(h) = s.get("httpAuthSecurityScheme") {
+            json!({"type": "http", "scheme": h["scheme"].as_str().unwrap_or("bearer").to_ascii_lowercase(),
+                   "description": h.get("description").cloned().unwrap_or(Value::Null)})
+        } else if let Some(k) = s.get("apiKeySecurityScheme") {
+            json!({"type": "apiKey", "in": k["location"], "name": k["name"]})
+        } else {
+            continue;
+        };
+        let cleaned: serde_json::Map<String, Value> = converted
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        schemes.insert(name.clone(), Value::Object(cleaned));
+    }
+    let security: Vec<Value> = card
+        .security_requirements
+        .iter()
+        .filter_map(|r| r.get("schemes").and_then(Value::as_object))
+        .map(|m| Value::Object(m.keys().map(|k| (k.clone(), json!([]))).collect()))
+        .collect();
+    let mut out = json!({
+        "protocolVersion": "0.3.0",
+        "name": card.name,
+        "description": card.description,
+        "url": preferred.map(|i| i.url.clone()).unwrap_or_default(),
+        "preferredTransport": preferred.map(|i| transport(&i.protocol_binding)).unwrap_or("JSONRPC"),
+        "additionalInterfaces": additional,
+        "version": card.version,
+        "capabilities": {
+            "streaming": card.capabilities.streaming.unwrap_or(false),
+            "pushNotifications": card.capabilities.push_notifications.unwrap_or(false),
+            "stateTransitionHistory": false,
+        },
+        "defaultInputModes": card.default_input_modes,
+        "defaultOutputModes": card.default_output_modes,
+        "skills": card.skills,
+        "supportsAuthenticatedExtendedCard": card.capabilities.extended_agent_card.unwrap_or(false),
+    });
+    if let Value::Object(o) = &mut out {
+        if let Some(p) = &card.provider {
+            o.insert(
+                "provider".into(),
+                json!({"organization": p.organization, "url": p.url}),
+            );
+        }
+        if let Some(d) = &card.documentation_url {
+            o.insert("documentationUrl".into(), json!(d));
+        }
+        if let Some(i) = &card.icon_url {
+            o.insert("iconUrl".into(), json!(i));
+        }
+        if !schemes.is_empty() {
+            o.insert("securitySchemes".into(), Value::Object(schemes));
+            o.insert("security".into(), Value::Array(security));
+        }
+    }
+    out
+}

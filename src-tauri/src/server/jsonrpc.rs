@@ -15,9 +15,12 @@ use serde_json::{Value, json};
 
 use super::ops::{self, Op, Outcome};
 use super::{
-    AppState, Shared, base_url, check_version, is_json_content_type, parse_json, read_body,
+    AppState, Shared, Version, base_url, is_json_content_type, parse_json, read_body,
+    requested_version,
 };
 use crate::a2a::Error;
+use crate::a2a::types::{GetTaskRequest, ListPushConfigsRequest, PushConfigRef, TaskIdRequest};
+use crate::a2a::v0_3::{self, Dialect};
 use crate::engine::Agent;
 
 /// The JSON-RPC error object for an A2A error (the one mapping for this binding).
@@ -62,25 +65,144 @@ fn params<T: DeserializeOwned>(p: Value) -> Result<T, Error> {
     serde_path_to_error::deserialize(p).map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
-/// Maps a method name and its params to an operation.
-fn to_op(method: &str, p: Value) -> Result<Op, Error> {
+/// The A2A 1.0 method names.
+const V1_METHODS: &[&str] = &[
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+];
+
+/// The A2A 0.3 method names (`tasks/get`, `tasks/cancel` and
+/// `tasks/resubscribe` are shared with the pre-0.3 dialect).
+const V03_METHODS: &[&str] = &[
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/resubscribe",
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/get",
+    "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete",
+    "agent/getAuthenticatedExtendedCard",
+];
+
+/// Methods only the pre-0.3 dialect has.
+const LEGACY_METHODS: &[&str] = &[
+    "tasks/send",
+    "tasks/sendSubscribe",
+    "tasks/pushNotification/set",
+    "tasks/pushNotification/get",
+];
+
+/// Picks the dialect of a call from its method name and requested version.
+///
+/// The method name decides, because the generations never share a name with
+/// different meanings: a PascalCase method is A2A 1.0 even without an
+/// `A2A-Version` header (the spec reads an absent header as 0.3, but 0.3 has
+/// no such method, so answering it as 1.0 is the only useful reading), and a
+/// slash method is 0.3 (or pre-0.3). A version that contradicts the method
+/// is refused as "method not found" with the name to use instead.
+fn dialect(method: &str, version: Option<Version>) -> Result<Dialect, Error> {
+    if V1_METHODS.contains(&method) {
+        return match version {
+            Some(Version::V03) => Err(Error::MethodNotFound(format!(
+                "`{method}` is an A2A 1.0 method, but the request asks for A2A 0.3; send `A2A-Version: 1.0`"
+            ))),
+            _ => Ok(Dialect::V1),
+        };
+    }
+    let legacy = LEGACY_METHODS.contains(&method);
+    if legacy || V03_METHODS.contains(&method) {
+        return match version {
+            Some(Version::V1) => Err(Error::MethodNotFound(format!(
+                "`{method}` is an A2A 0.3 method, but the request asks for A2A 1.0; use the 1.0 name (e.g. `SendMessage`) or drop the A2A-Version header"
+            ))),
+            _ if legacy => Ok(Dialect::Legacy),
+            _ => Ok(Dialect::V03),
+        };
+    }
+    Err(Error::MethodNotFound(format!(
+        "`{method}` is not an A2A method"
+    )))
+}
+
+/// Maps a method name and its params to an operation, in `dialect`.
+fn to_op(method: &str, p: Value, dialect: Dialect) -> Result<Op, Error> {
+    if dialect == Dialect::V1 {
+        return Ok(match method {
+            "SendMessage" => Op::SendMessage(params(p)?),
+            "SendStreamingMessage" => Op::SendStreamingMessage(params(p)?),
+            "GetTask" => Op::GetTask(params(p)?),
+            "ListTasks" => Op::ListTasks(params(p)?),
+            "CancelTask" => Op::CancelTask(params(p)?),
+            "SubscribeToTask" => Op::SubscribeToTask(params(p)?),
+            "CreateTaskPushNotificationConfig" => Op::CreatePushConfig(params(p)?),
+            "GetTaskPushNotificationConfig" => Op::GetPushConfig(params(p)?),
+            "ListTaskPushNotificationConfigs" => Op::ListPushConfigs(params(p)?),
+            "DeleteTaskPushNotificationConfig" => Op::DeletePushConfig(params(p)?),
+            _ => Op::GetExtendedAgentCard,
+        });
+    }
+    let task_ref =
+        |p: &Value| -> Result<(String, Option<i32>), Error> { v0_3::decode_task_query(p) };
     Ok(match method {
-        "SendMessage" => Op::SendMessage(params(p)?),
-        "SendStreamingMessage" => Op::SendStreamingMessage(params(p)?),
-        "GetTask" => Op::GetTask(params(p)?),
-        "ListTasks" => Op::ListTasks(params(p)?),
-        "CancelTask" => Op::CancelTask(params(p)?),
-        "SubscribeToTask" => Op::SubscribeToTask(params(p)?),
-        "CreateTaskPushNotificationConfig" => Op::CreatePushConfig(params(p)?),
-        "GetTaskPushNotificationConfig" => Op::GetPushConfig(params(p)?),
-        "ListTaskPushNotificationConfigs" => Op::ListPushConfigs(params(p)?),
-        "DeleteTaskPushNotificationConfig" => Op::DeletePushConfig(params(p)?),
-        "GetExtendedAgentCard" => Op::GetExtendedAgentCard,
-        other => {
-            return Err(Error::MethodNotFound(format!(
-                "`{other}` is not an A2A 1.0 method"
-            )));
+        "message/send" | "tasks/send" => Op::SendMessage(v0_3::decode_send_params(&p, dialect)?),
+        "message/stream" | "tasks/sendSubscribe" => {
+            Op::SendStreamingMessage(v0_3::decode_send_params(&p, dialect)?)
         }
+        "tasks/get" => {
+            let (id, history_length) = task_ref(&p)?;
+            Op::GetTask(GetTaskRequest {
+                tenant: None,
+                id,
+                history_length,
+            })
+        }
+        "tasks/cancel" => Op::CancelTask(TaskIdRequest {
+            tenant: None,
+            id: task_ref(&p)?.0,
+            metadata: None,
+        }),
+        "tasks/resubscribe" => Op::SubscribeToTask(TaskIdRequest {
+            tenant: None,
+            id: task_ref(&p)?.0,
+            metadata: None,
+        }),
+        "tasks/pushNotificationConfig/set" | "tasks/pushNotification/set" => {
+            Op::CreatePushConfig(v0_3::decode_push_config(&p)?)
+        }
+        "tasks/pushNotificationConfig/get" | "tasks/pushNotification/get" => {
+            let (task_id, id) = v0_3::decode_push_config_ref(&p, false)?;
+            Op::GetPushConfig(PushConfigRef {
+                tenant: None,
+                task_id,
+                id,
+            })
+        }
+        "tasks/pushNotificationConfig/list" => Op::ListPushConfigs(ListPushConfigsRequest {
+            tenant: None,
+            task_id: task_ref(&p)?.0,
+            page_size: None,
+            page_token: None,
+        }),
+        "tasks/pushNotificationConfig/delete" => {
+            let (task_id, id) = v0_3::decode_push_config_ref(&p, true)?;
+            Op::DeletePushConfig(PushConfigRef {
+                tenant: None,
+                task_id,
+                id,
+            })
+        }
+        _ => Op::GetExtendedAgentCard,
     })
 }
 
@@ -137,15 +259,17 @@ pub async fn handle(
         Ok(x) => x,
         Err((id, e)) => return error_response(&id, &e, None),
     };
-    if let Err(e) = check_version(&headers, &uri) {
-        return error_response(&id, &e, None);
-    }
-    let op = match to_op(&method, p) {
+    let chosen = requested_version(&headers, &uri).and_then(|v| dialect(&method, v));
+    let dialect = match chosen {
+        Ok(d) => d,
+        Err(e) => return error_response(&id, &e, None),
+    };
+    let op = match to_op(&method, p, dialect) {
         Ok(op) => op,
         Err(e) => return error_response(&id, &e, None),
     };
     let base = base_url(&state, &headers);
-    respond(&state, &agent, &owner, op, &base, id).await
+    respond(&state, &agent, &owner, op, &base, id, dialect).await
 }
 
 /// Checks the JSON-RPC envelope: returns (id, method, params).
@@ -210,23 +334,33 @@ async fn respond(
     op: Op,
     base: &str,
     id: Value,
+    dialect: Dialect,
 ) -> Response {
-    match ops::execute(state, agent, owner, op, base).await {
-        Ok(Outcome::Json(result)) => (
+    let outcome = match ops::execute(state, agent, owner, op, base, dialect).await {
+        Ok(o) => o,
+        Err(e) => return error_response(&id, &e, None),
+    };
+    if let Outcome::Stream(events) = outcome {
+        let stream = events.map(move |item| {
+            let data =
+                json!({"jsonrpc": "2.0", "id": id, "result": item.render(dialect)}).to_string();
+            Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
+        });
+        return Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response();
+    }
+    let result = match dialect {
+        Dialect::V1 => outcome.to_v1(),
+        old => outcome.to_old(old),
+    };
+    match result {
+        Ok(result) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
             json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
         )
             .into_response(),
-        Ok(Outcome::Stream(events)) => {
-            let stream = events.map(move |ev| {
-                let data = json!({"jsonrpc": "2.0", "id": id, "result": ev}).to_string();
-                Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
-            });
-            Sse::new(stream)
-                .keep_alive(KeepAlive::default())
-                .into_response()
-        }
         Err(e) => error_response(&id, &e, None),
     }
 }

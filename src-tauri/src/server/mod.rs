@@ -139,9 +139,17 @@ fn check_depth(text: &str, max: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// The A2A version a request asks for (`A2A-Version` header or query
-/// parameter); this build serves 1.0 only, and an absent version means 0.3.
-pub fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), Error> {
+/// A protocol version this server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V03,
+}
+
+/// The A2A version a request asks for (`A2A-Version` header, or the query
+/// parameter): `None` when it gives none. Only `Major.Minor` counts; 1.0 and
+/// 0.3 are served, anything else is VersionNotSupportedError.
+pub fn requested_version(headers: &HeaderMap, uri: &Uri) -> Result<Option<Version>, Error> {
     let from_header = headers
         .get("a2a-version")
         .and_then(|v| v.to_str().ok())
@@ -157,19 +165,17 @@ pub fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), Error> {
         .filter(|s| !s.is_empty())
         .or_else(from_query)
         .unwrap_or_default();
-    let mut parts = v.split('.');
-    let major_minor = (parts.next(), parts.next());
-    if matches!(major_minor, (Some("1"), Some("0")) | (Some("1"), None)) {
-        return Ok(());
+    if v.is_empty() {
+        return Ok(None);
     }
-    let asked = if v.is_empty() {
-        "0.3 (no A2A-Version given)".to_owned()
-    } else {
-        v
-    };
-    Err(Error::VersionNotSupported(format!(
-        "this server speaks A2A 1.0; the request asks for {asked}. Send the header `A2A-Version: 1.0`"
-    )))
+    let mut parts = v.split('.');
+    match (parts.next(), parts.next()) {
+        (Some("1"), Some("0") | None) => Ok(Some(Version::V1)),
+        (Some("0"), Some("3")) => Ok(Some(Version::V03)),
+        _ => Err(Error::VersionNotSupported(format!(
+            "this server speaks A2A 1.0 and 0.3; the request asks for {v}"
+        ))),
+    }
 }
 
 /// The base URL clients reach this server at: `public_url` from the config,
@@ -221,15 +227,20 @@ mod tests {
     fn version_negotiation() {
         let uri: Uri = "/a2a/x".parse().unwrap();
         let mut h = HeaderMap::new();
+        assert_eq!(requested_version(&h, &uri).unwrap(), None);
+        h.insert("A2A-Version", "1.0".parse().unwrap());
+        assert_eq!(requested_version(&h, &uri).unwrap(), Some(Version::V1));
+        h.insert("A2A-Version", "0.3".parse().unwrap());
+        assert_eq!(requested_version(&h, &uri).unwrap(), Some(Version::V03));
+        h.insert("A2A-Version", "99.0".parse().unwrap());
         assert!(matches!(
-            check_version(&h, &uri),
+            requested_version(&h, &uri),
             Err(Error::VersionNotSupported(_))
         ));
-        h.insert("A2A-Version", "1.0".parse().unwrap());
-        assert!(check_version(&h, &uri).is_ok());
-        h.insert("A2A-Version", "99.0".parse().unwrap());
-        assert!(check_version(&h, &uri).is_err());
         let q: Uri = "/a2a/x/tasks?A2A-Version=1.0".parse().unwrap();
-        assert!(check_version(&HeaderMap::new(), &q).is_ok());
+        assert_eq!(
+            requested_version(&HeaderMap::new(), &q).unwrap(),
+            Some(Version::V1)
+        );
     }
 }

@@ -9,10 +9,13 @@ use serde_json::Value;
 
 use super::{AppState, sse};
 use crate::a2a::Error;
+use crate::a2a::card::AgentCard;
 use crate::a2a::types::{
-    GetTaskRequest, ListPushConfigsRequest, ListTasksRequest, PushConfigRef, SendMessageRequest,
-    SendMessageResponse, StreamResponse, TaskIdRequest, TaskPushNotificationConfig,
+    GetTaskRequest, ListPushConfigsRequest, ListPushConfigsResponse, ListTasksRequest,
+    ListTasksResponse, PushConfigRef, SendMessageRequest, SendMessageResponse, StreamResponse,
+    Task, TaskIdRequest, TaskPushNotificationConfig,
 };
+use crate::a2a::v0_3::{self, Dialect};
 use crate::engine::Agent;
 
 /// One A2A operation with its parameters.
@@ -31,16 +34,107 @@ pub enum Op {
     GetExtendedAgentCard,
 }
 
-/// What an operation answers.
+/// What an operation answers, before a binding renders it.
 pub enum Outcome {
-    /// One JSON result.
-    Json(Value),
+    Sent(SendMessageResponse),
+    /// A task, with the dialect it was created in.
+    Task(Task, Dialect),
+    Tasks(ListTasksResponse),
+    PushConfig(TaskPushNotificationConfig),
+    PushConfigs(ListPushConfigsResponse),
+    Deleted,
+    Card(AgentCard),
     /// A stream of events (SSE).
-    Stream(BoxStream<'static, StreamResponse>),
+    Stream(BoxStream<'static, StreamItem>),
 }
 
 fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, Error> {
     serde_json::to_value(v).map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
+}
+
+/// The dialect a task was recorded in.
+pub fn stored_dialect(name: &str) -> Dialect {
+    match name {
+        "v0.3" => Dialect::V03,
+        "legacy" => Dialect::Legacy,
+        _ => Dialect::V1,
+    }
+}
+
+impl Outcome {
+    /// The result as v1.0 ProtoJSON (streams are rendered event by event).
+    pub fn to_v1(&self) -> Result<Value, Error> {
+        match self {
+            Outcome::Sent(r) => to_value(r),
+            Outcome::Task(t, _) => to_value(t),
+            Outcome::Tasks(l) => to_value(l),
+            Outcome::PushConfig(c) => to_value(c),
+            Outcome::PushConfigs(l) => to_value(l),
+            Outcome::Deleted => Ok(Value::Object(Default::default())),
+            Outcome::Card(c) => to_value(c),
+            Outcome::Stream(_) => Err(Error::Internal("a stream has no single result".into())),
+        }
+    }
+
+    /// The result in an older dialect's JSON-RPC shapes. Tasks created by a
+    /// pre-0.3 client are answered in its shapes even on shared methods.
+    pub fn to_old(&self, dialect: Dialect) -> Result<Value, Error> {
+        Ok(match self {
+            Outcome::Sent(SendMessageResponse::Task(t)) => v0_3::encode_task(t, dialect),
+            Outcome::Sent(SendMessageResponse::Message(m)) => v0_3::encode_message(m, dialect),
+            Outcome::Task(t, origin) => {
+                let d = if *origin == Dialect::Legacy {
+                    Dialect::Legacy
+                } else {
+                    dialect
+                };
+                v0_3::encode_task(t, d)
+            }
+            Outcome::Tasks(l) => serde_json::json!({
+                "tasks": l.tasks.iter().map(|t| v0_3::encode_task(t, dialect)).collect::<Vec<_>>(),
+                "nextPageToken": l.next_page_token,
+                "pageSize": l.page_size,
+                "totalSize": l.total_size,
+            }),
+            Outcome::PushConfig(c) => v0_3::encode_push_config(c),
+            Outcome::PushConfigs(l) => {
+                Value::Array(l.configs.iter().map(v0_3::encode_push_config).collect())
+            }
+            Outcome::Deleted => Value::Null,
+            Outcome::Card(c) => super::card::v0_3_card(c),
+            Outcome::Stream(_) => {
+                return Err(Error::Internal("a stream has no single result".into()));
+            }
+        })
+    }
+}
+
+/// One event of a stream, and whether it is the last before the stream
+/// closes (v0.3 marks that event `final`).
+pub struct StreamItem {
+    pub event: StreamResponse,
+    pub last: bool,
+}
+
+impl StreamItem {
+    /// The event in `dialect`. A pre-0.3 stream carries only update events,
+    /// so its opening task snapshot becomes a status update.
+    pub fn render(&self, dialect: Dialect) -> Value {
+        match (dialect, &self.event) {
+            (Dialect::V1, ev) => serde_json::to_value(ev).unwrap_or(Value::Null),
+            (Dialect::Legacy, StreamResponse::Task(t)) => v0_3::encode_event(
+                &StreamResponse::StatusUpdate(crate::a2a::types::TaskStatusUpdateEvent {
+                    task_id: t.id.clone(),
+                    context_id: t.context_id.clone(),
+                    status: t.status.clone(),
+                    metadata: None,
+                }),
+                dialect,
+                self.last,
+            ),
+            (d, ev) => v0_3::encode_event(ev, d, self.last),
+        }
+    }
 }
 
 /// Whether push notifications are offered. Delivery of push notifications is
@@ -52,24 +146,23 @@ pub fn push_supported(_agent: &Agent) -> bool {
     false
 }
 
-/// Runs one operation for `owner` on `agent`.
+/// Runs one operation for `owner` on `agent`; `dialect` is the request's.
 pub async fn execute(
     state: &Arc<AppState>,
     agent: &Arc<Agent>,
     owner: &str,
     op: Op,
     base_url: &str,
+    dialect: Dialect,
 ) -> Result<Outcome, Error> {
     let engine = &state.engine;
     match op {
         Op::SendMessage(req) => {
             let cfg = req.configuration.clone().unwrap_or_default();
-            let mut started = engine
-                .send(agent, owner, req, crate::a2a::v0_3::Dialect::V1)
-                .await?;
+            let mut started = engine.send(agent, owner, req, dialect).await?;
             let task_id = match &started.reply {
-                SendMessageResponse::Message(_) => {
-                    return Ok(Outcome::Json(to_value(&started.reply)?));
+                SendMessageResponse::Message(m) => {
+                    return Ok(Outcome::Sent(SendMessageResponse::Message(m.clone())));
                 }
                 SendMessageResponse::Task(t) => t.id.clone(),
             };
@@ -80,31 +173,32 @@ pub async fn execute(
             let task = engine
                 .current(agent, owner, &task_id, cfg.history_length)
                 .await?;
-            Ok(Outcome::Json(to_value(&SendMessageResponse::Task(task))?))
+            Ok(Outcome::Sent(SendMessageResponse::Task(task)))
         }
         Op::SendStreamingMessage(req) => {
             require_streaming(agent)?;
             let history = req.configuration.as_ref().and_then(|c| c.history_length);
-            let started = engine
-                .send(agent, owner, req, crate::a2a::v0_3::Dialect::V1)
-                .await?;
+            let started = engine.send(agent, owner, req, dialect).await?;
             Ok(Outcome::Stream(sse::send_stream(
                 started,
                 history,
                 state.shutdown.clone(),
             )))
         }
-        Op::GetTask(req) => Ok(Outcome::Json(to_value(
-            &engine
-                .get_task(agent, owner, &req.id, req.history_length)
-                .await?,
-        )?)),
-        Op::ListTasks(req) => Ok(Outcome::Json(to_value(
-            &engine.list_tasks(agent, owner, req).await?,
-        )?)),
-        Op::CancelTask(req) => Ok(Outcome::Json(to_value(
-            &engine.cancel(agent, owner, &req.id).await?,
-        )?)),
+        Op::GetTask(req) => {
+            let (head, task) = engine
+                .task_with_head(agent, owner, &req.id, req.history_length)
+                .await?;
+            Ok(Outcome::Task(task, stored_dialect(&head.dialect)))
+        }
+        Op::ListTasks(req) => Ok(Outcome::Tasks(engine.list_tasks(agent, owner, req).await?)),
+        Op::CancelTask(req) => {
+            let task = engine.cancel(agent, owner, &req.id).await?;
+            let (head, _) = engine
+                .task_with_head(agent, owner, &req.id, Some(0))
+                .await?;
+            Ok(Outcome::Task(task, stored_dialect(&head.dialect)))
+        }
         Op::SubscribeToTask(req) => {
             require_streaming(agent)?;
             let (task, seq, rx) = engine.subscribe(agent, owner, &req.id).await?;
@@ -117,36 +211,36 @@ pub async fn execute(
         }
         Op::CreatePushConfig(cfg) => {
             require_push(agent)?;
-            Ok(Outcome::Json(to_value(
-                &engine.create_push_config(agent, owner, cfg).await?,
-            )?))
+            Ok(Outcome::PushConfig(
+                engine.create_push_config(agent, owner, cfg).await?,
+            ))
         }
         Op::GetPushConfig(r) => {
             require_push(agent)?;
-            Ok(Outcome::Json(to_value(
-                &engine
+            Ok(Outcome::PushConfig(
+                engine
                     .get_push_config(agent, owner, &r.task_id, &r.id)
                     .await?,
-            )?))
+            ))
         }
         Op::ListPushConfigs(r) => {
             require_push(agent)?;
-            let list = engine
-                .list_push_configs(agent, owner, &r.task_id, r.page_size, r.page_token)
-                .await?;
-            Ok(Outcome::Json(to_value(&list)?))
+            Ok(Outcome::PushConfigs(
+                engine
+                    .list_push_configs(agent, owner, &r.task_id, r.page_size, r.page_token)
+                    .await?,
+            ))
         }
         Op::DeletePushConfig(r) => {
             require_push(agent)?;
             engine
                 .delete_push_config(agent, owner, &r.task_id, &r.id)
                 .await?;
-            Ok(Outcome::Json(Value::Object(Default::default())))
+            Ok(Outcome::Deleted)
         }
-        Op::GetExtendedAgentCard => {
-            let card = super::card::extended_card(state, agent, base_url)?;
-            Ok(Outcome::Json(to_value(&card)?))
-        }
+        Op::GetExtendedAgentCard => Ok(Outcome::Card(super::card::extended_card(
+            state, agent, base_url,
+        )?)),
     }
 }
 

@@ -13,8 +13,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::ops::{self, Op, Outcome};
-use super::{Shared, base_url, card, check_version, is_json_content_type, parse_json, read_body};
+use super::{
+    Shared, Version, base_url, card, is_json_content_type, parse_json, read_body, requested_version,
+};
 use crate::a2a::Error;
+use crate::a2a::v0_3::Dialect;
 
 /// The HTTP response for an A2A error (the one mapping for this binding).
 pub fn error_response(e: &Error, a2a_json: bool) -> Response {
@@ -193,8 +196,18 @@ pub async fn handle(
             return resp;
         }
     };
-    if let Err(e) = check_version(&headers, &uri) {
-        return error_response(&e, a2a_json);
+    // These are the 1.0 routes (0.3 routes live under `/v1/`): without an
+    // A2A-Version header they are answered as 1.0, since 0.3 has no such paths.
+    match requested_version(&headers, &uri) {
+        Ok(None | Some(Version::V1)) => {}
+        Ok(Some(Version::V03)) => {
+            let e = Error::VersionNotSupported(format!(
+                "{} is an A2A 1.0 route; the A2A 0.3 routes are under /a2a/{agent_id}/v1/",
+                uri.path()
+            ));
+            return error_response(&e, a2a_json);
+        }
+        Err(e) => return error_response(&e, a2a_json),
     }
     let allowed = route.allowed();
     let op = match to_op(&state, route, &method, &uri, &headers, body).await {
@@ -207,23 +220,25 @@ pub async fn handle(
         }
     };
     let base = base_url(&state, &headers);
-    match ops::execute(&state, &agent, &owner, op, &base).await {
-        Ok(Outcome::Json(v)) => {
-            let mut resp = (StatusCode::OK, v.to_string()).into_response();
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, content_type(a2a_json));
-            resp
-        }
+    match ops::execute(&state, &agent, &owner, op, &base, Dialect::V1).await {
         Ok(Outcome::Stream(events)) => {
-            let stream = events.map(|ev| {
-                let data = serde_json::to_string(&ev)
-                    .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string());
+            let stream = events.map(|item| {
+                let data = item.render(Dialect::V1).to_string();
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
             Sse::new(stream)
                 .keep_alive(KeepAlive::default())
                 .into_response()
         }
+        Ok(outcome) => match outcome.to_v1() {
+            Ok(v) => {
+                let mut resp = (StatusCode::OK, v.to_string()).into_response();
+                resp.headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type(a2a_json));
+                resp
+            }
+            Err(e) => error_response(&e, a2a_json),
+        },
         Err(e) => error_response(&e, a2a_json),
     }
 }

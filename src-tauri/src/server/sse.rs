@@ -12,6 +12,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::ops::StreamItem;
 use crate::a2a::types::{SendMessageResponse, StreamResponse, Task};
 use crate::engine::{Event, Started, Subscription};
 
@@ -41,7 +42,7 @@ pub fn send_stream(
     started: Started,
     history: Option<i32>,
     shutdown: watch::Receiver<bool>,
-) -> BoxStream<'static, StreamResponse> {
+) -> BoxStream<'static, StreamItem> {
     let Started {
         reply,
         seq,
@@ -74,7 +75,7 @@ pub fn subscribe_stream(
     seq: i64,
     rx: Subscription,
     shutdown: watch::Receiver<bool>,
-) -> BoxStream<'static, StreamResponse> {
+) -> BoxStream<'static, StreamItem> {
     feed(Feed {
         pending: VecDeque::from([StreamResponse::Task(task)]),
         rx: Some(rx),
@@ -86,11 +87,12 @@ pub fn subscribe_stream(
     })
 }
 
-fn feed(f: Feed) -> BoxStream<'static, StreamResponse> {
+fn feed(f: Feed) -> BoxStream<'static, StreamItem> {
     stream::unfold(f, |mut f| async move {
         loop {
-            if let Some(next) = f.pending.pop_front() {
-                return Some((next, f));
+            if let Some(event) = f.pending.pop_front() {
+                let last = f.done && f.pending.is_empty();
+                return Some((StreamItem { event, last }, f));
             }
             if f.done || *f.shutdown.borrow() {
                 return None;

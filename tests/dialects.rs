@@ -1,0 +1,307 @@
+//! The v0.3 and pre-0.3 JSON-RPC dialects on the same endpoints as v1.0,
+//! and tasks moving between dialects.
+mod common;
+use common::*;
+
+use serde_json::{Value, json};
+
+/// A JSON-RPC call with no A2A-Version header (as v0.3 clients send them).
+async fn rpc03(c: &Client, method: &str, params: Value) -> Value {
+    c.http
+        .post(format!("{}/a2a/tck", c.base))
+        .json(&json!({"jsonrpc": "2.0", "id": "r-1", "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn msg03(message_id: &str, text: &str) -> Value {
+    json!({"kind": "message", "messageId": message_id, "role": "user", "parts": [{"kind": "text", "text": text}]})
+}
+
+#[tokio::test]
+async fn message_send_answers_a_v0_3_task() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = rpc03(
+        &c,
+        "message/send",
+        json!({"message": msg03("tck-artifact-file-1", "hi")}),
+    )
+    .await;
+    let t = &r["result"];
+    assert_eq!(t["kind"], "task", "{r}");
+    assert_eq!(t["status"]["state"], "completed");
+    assert_eq!(t["status"]["message"]["role"], "agent");
+    assert_eq!(t["status"]["message"]["kind"], "message");
+    let part = &t["artifacts"][0]["parts"][0];
+    assert_eq!(
+        part,
+        &json!({"kind": "file", "file": {"name": "output.txt", "mimeType": "text/plain", "bytes": "dGNr"}})
+    );
+    assert_eq!(t["history"][0]["parts"][0]["kind"], "text");
+    // No v1.0 spellings leak into a v0.3 answer.
+    let text = r.to_string();
+    assert!(
+        !text.contains("TASK_STATE_") && !text.contains("ROLE_"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn message_send_with_blocking_false_returns_at_once() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = rpc03(
+        &c,
+        "message/send",
+        json!({"message": msg03("test-resubscribe-message-id-1", "slow"), "configuration": {"blocking": false}}),
+    )
+    .await;
+    let state = r["result"]["status"]["state"].as_str().unwrap();
+    assert!(state == "submitted" || state == "working", "{r}");
+}
+
+#[tokio::test]
+async fn message_stream_events_have_kinds_and_the_last_is_final() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let resp = c
+        .http
+        .post(format!("{}/a2a/tck", c.base))
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": {"message": msg03("tck-stream-001-a", "go")}}))
+        .send()
+        .await
+        .unwrap();
+    let events = collect_sse(resp).await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["result"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["task", "status-update", "artifact-update", "status-update"]
+    );
+    assert!(events.iter().all(|e| e["id"] == 9 && e["jsonrpc"] == "2.0"));
+    let last = &events[3]["result"];
+    assert_eq!(last["status"]["state"], "completed");
+    assert_eq!(last["final"], true);
+    assert_eq!(events[1]["result"]["final"], false);
+}
+
+#[tokio::test]
+async fn tasks_get_cancel_and_resubscribe_in_v0_3() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = rpc03(
+        &c,
+        "message/send",
+        json!({"message": msg03("tck-input-required-1", "wait")}),
+    )
+    .await;
+    let id = r["result"]["id"].clone();
+    assert_eq!(r["result"]["status"]["state"], "input-required");
+    let got = rpc03(&c, "tasks/get", json!({"id": id, "historyLength": 1})).await;
+    assert_eq!(got["result"]["kind"], "task");
+    assert_eq!(got["result"]["history"].as_array().unwrap().len(), 1);
+
+    // A resubscription sees the snapshot, then the cancel, then ends.
+    let resp = c
+        .http
+        .post(format!("{}/a2a/tck", c.base))
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/resubscribe", "params": {"id": id}}))
+        .send()
+        .await
+        .unwrap();
+    let mut sub = SseStream::new(resp);
+    let first = sub.next().await.unwrap();
+    assert_eq!(first["result"]["kind"], "task");
+    let canceled = rpc03(&c, "tasks/cancel", json!({"id": id})).await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "canceled",
+        "{canceled}"
+    );
+    let events = sub.rest().await;
+    let last = &events.last().unwrap()["result"];
+    assert_eq!(last["status"]["state"], "canceled", "{events:?}");
+    assert_eq!(last["final"], true);
+
+    let again = rpc03(&c, "tasks/cancel", json!({"id": id})).await;
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+    let missing = rpc03(&c, "tasks/get", json!({"id": "nope"})).await;
+    assert_eq!(missing["error"]["code"], -32001);
+}
+
+#[tokio::test]
+async fn v0_3_follow_up_continues_an_input_required_task() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = rpc03(
+        &c,
+        "message/send",
+        json!({"message": msg03("tck-input-required-2", "wait")}),
+    )
+    .await;
+    let (id, ctx) = (r["result"]["id"].clone(), r["result"]["contextId"].clone());
+    let mut follow = msg03("tck-complete-task-2", "done");
+    follow["taskId"] = id.clone();
+    follow["contextId"] = ctx;
+    let r = rpc03(&c, "message/send", json!({"message": follow})).await;
+    assert_eq!(r["result"]["id"], id);
+    assert_eq!(r["result"]["status"]["state"], "completed");
+}
+
+#[tokio::test]
+async fn a_task_created_in_one_dialect_is_read_streamed_and_canceled_in_the_other() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    // v0.3 → v1.0
+    let r = rpc03(
+        &c,
+        "message/send",
+        json!({"message": msg03("tck-input-required-3", "wait")}),
+    )
+    .await;
+    let id = r["result"]["id"].clone();
+    let v1 = c.rpc_ok("tck", "GetTask", json!({"id": id})).await;
+    assert_eq!(v1["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(v1["history"][0]["role"], "ROLE_USER");
+    let canceled = c.rpc_ok("tck", "CancelTask", json!({"id": id})).await;
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+    // v1.0 → v0.3
+    let r = c.send_text("tck", "tck-input-required-4", "wait").await;
+    let id = r["task"]["id"].clone();
+    let got = rpc03(&c, "tasks/get", json!({"id": id})).await;
+    assert_eq!(got["result"]["status"]["state"], "input-required");
+    assert_eq!(got["result"]["kind"], "task");
+    let resp = c
+        .http
+        .post(format!("{}/a2a/tck", c.base))
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/resubscribe", "params": {"id": id}}))
+        .send()
+        .await
+        .unwrap();
+    let mut sub = SseStream::new(resp);
+    assert_eq!(sub.next().await.unwrap()["result"]["kind"], "task");
+    let mut follow = message("tck-complete-task-5", "finish");
+    follow["taskId"] = id.clone();
+    c.rpc_ok("tck", "SendMessage", json!({"message": follow}))
+        .await;
+    let events = sub.rest().await;
+    assert_eq!(
+        events.last().unwrap()["result"]["status"]["state"],
+        "completed"
+    );
+}
+
+#[tokio::test]
+async fn v0_3_push_config_methods_answer_not_supported() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    for (method, params) in [
+        (
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": "t", "pushNotificationConfig": {"url": "https://example.com/h"}}),
+        ),
+        ("tasks/pushNotificationConfig/get", json!({"id": "t"})),
+        ("tasks/pushNotificationConfig/list", json!({"id": "t"})),
+        (
+            "tasks/pushNotificationConfig/delete",
+            json!({"id": "t", "pushNotificationConfigId": "p"}),
+        ),
+    ] {
+        let r = rpc03(&c, method, params).await;
+        assert_eq!(r["error"]["code"], -32003, "{method}: {r}");
+    }
+}
+
+#[tokio::test]
+async fn v0_3_errors_and_dialect_mismatches_are_clear() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = rpc03(&c, "message/send", json!({"message": {"kind": "message", "messageId": "m", "role": "robot", "parts": [{"kind": "text", "text": "x"}]}})).await;
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("role"),
+        "{r}"
+    );
+    let r = rpc03(&c, "message/send", json!({"message": {"kind": "message", "role": "user", "parts": [{"kind": "text", "text": "x"}]}})).await;
+    assert_eq!(
+        r["error"]["code"], -32602,
+        "messageId is required in 0.3: {r}"
+    );
+    // A 0.3 method under an explicit 1.0 header is refused with the 1.0 name.
+    let r = c
+        .rpc("tck", "message/send", json!({"message": msg03("x", "y")}))
+        .await;
+    assert_eq!(r["error"]["code"], -32601);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SendMessage"),
+        "{r}"
+    );
+    let r = rpc03(&c, "agent/getAuthenticatedExtendedCard", json!({})).await;
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+}
+
+#[tokio::test]
+async fn legacy_tasks_send_uses_the_client_task_id_and_session() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = rpc03(
+        &c,
+        "tasks/send",
+        json!({"id": "client-task-7", "sessionId": "session-7",
+               "message": {"role": "user", "parts": [{"type": "text", "text": "please wait"}]}}),
+    )
+    .await;
+    let t = &r["result"];
+    assert_eq!(t["id"], "client-task-7", "{r}");
+    assert_eq!(t["sessionId"], "session-7");
+    assert_eq!(t["status"]["state"], "completed");
+    assert!(
+        t.get("kind").is_none() && t.get("contextId").is_none(),
+        "{t}"
+    );
+    assert_eq!(t["history"][0]["parts"][0]["type"], "text");
+    // tasks/get answers a legacy task in legacy shapes.
+    let got = rpc03(&c, "tasks/get", json!({"id": "client-task-7"})).await;
+    assert_eq!(got["result"]["sessionId"], "session-7", "{got}");
+    // The same id again continues the task, which is finished now.
+    let again = rpc03(&c, "tasks/send", json!({"id": "client-task-7", "message": {"role": "user", "parts": [{"type": "text", "text": "more"}]}})).await;
+    assert_eq!(again["error"]["code"], -32004, "{again}");
+    // A bad client id is refused.
+    let bad = rpc03(&c, "tasks/send", json!({"id": "has space", "message": {"role": "user", "parts": [{"type": "text", "text": "x"}]}})).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
+
+#[tokio::test]
+async fn legacy_send_subscribe_streams_updates_with_final() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let resp = c
+        .http
+        .post(format!("{}/a2a/tck", c.base))
+        .json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/sendSubscribe",
+                      "params": {"id": "legacy-stream-1", "sessionId": "s",
+                                 "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]}}}))
+        .send()
+        .await
+        .unwrap();
+    let events = collect_sse(resp).await;
+    assert!(
+        events
+            .iter()
+            .all(|e| e["result"]["id"] == "legacy-stream-1"),
+        "{events:?}"
+    );
+    assert!(events.iter().all(|e| e["result"].get("kind").is_none()));
+    let last = &events.last().unwrap()["result"];
+    assert_eq!(last["status"]["state"], "completed");
+    assert_eq!(last["final"], true);
+}
