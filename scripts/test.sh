@@ -7,3 +7,6 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --no-default-features --all-targets -- -D warnings
 cargo test --no-default-features
+# Interop with the official SDK clients (a2a-sdk 1.x and 0.3.26 from PyPI,
+# @a2a-js/sdk from npm) and a pre-0.3 client, against the real server.
+bash tests/interop/run.sh

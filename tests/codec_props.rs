@@ -33,12 +33,17 @@ fn json_value() -> impl Strategy<Value = Value> {
 
 fn metadata() -> impl Strategy<Value = Option<Map<String, Value>>> {
     prop::option::of(
-        prop::collection::btree_map("[a-z]{1,6}", json_leaf(), 1..3).prop_map(|m| m.into_iter().collect()),
+        prop::collection::btree_map("[a-z]{1,6}", json_leaf(), 1..3)
+            .prop_map(|m| m.into_iter().collect()),
     )
 }
 
 fn media_type() -> impl Strategy<Value = Option<String>> {
-    prop::option::of(prop_oneof![Just("text/plain".to_string()), Just("application/json".to_string()), Just("image/png".to_string())])
+    prop::option::of(prop_oneof![
+        Just("text/plain".to_string()),
+        Just("application/json".to_string()),
+        Just("image/png".to_string())
+    ])
 }
 
 fn part() -> impl Strategy<Value = Part> {
@@ -55,23 +60,34 @@ fn part() -> impl Strategy<Value = Part> {
             filename: None,
             media_type: mt
         }),
-        (prop::collection::vec(any::<u8>(), 0..16), prop::option::of("[a-z]{1,8}\\.txt"), media_type(), metadata()).prop_map(
-            |(bytes, name, mt, md)| {
+        (
+            prop::collection::vec(any::<u8>(), 0..16),
+            prop::option::of("[a-z]{1,8}\\.txt"),
+            media_type(),
+            metadata()
+        )
+            .prop_map(|(bytes, name, mt, md)| {
                 use base64::Engine as _;
                 Part {
-                    content: PartContent::Raw(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                    content: PartContent::Raw(
+                        base64::engine::general_purpose::STANDARD.encode(bytes),
+                    ),
                     metadata: md,
                     filename: name,
                     media_type: mt,
                 }
-            }
-        ),
-        ("https://example\\.com/[a-z]{1,8}", prop::option::of("[a-z]{1,8}\\.pdf"), media_type()).prop_map(|(u, name, mt)| Part {
-            content: PartContent::Url(u),
-            metadata: None,
-            filename: name,
-            media_type: mt
-        }),
+            }),
+        (
+            "https://example\\.com/[a-z]{1,8}",
+            prop::option::of("[a-z]{1,8}\\.pdf"),
+            media_type()
+        )
+            .prop_map(|(u, name, mt)| Part {
+                content: PartContent::Url(u),
+                metadata: None,
+                filename: name,
+                media_type: mt
+            }),
     ]
 }
 
@@ -103,12 +119,26 @@ fn state() -> impl Strategy<Value = TaskState> {
 }
 
 fn status() -> impl Strategy<Value = TaskStatus> {
-    (state(), prop::option::of(message()), prop::option::of(Just("2025-11-09T10:30:00.000Z".to_string())))
-        .prop_map(|(state, message, timestamp)| TaskStatus { state, message, timestamp })
+    (
+        state(),
+        prop::option::of(message()),
+        prop::option::of(Just("2025-11-09T10:30:00.000Z".to_string())),
+    )
+        .prop_map(|(state, message, timestamp)| TaskStatus {
+            state,
+            message,
+            timestamp,
+        })
 }
 
 fn artifact() -> impl Strategy<Value = Artifact> {
-    (ident(), prop::option::of("[ -~]{1,10}"), prop::option::of("[ -~]{1,10}"), prop::collection::vec(part(), 1..3), metadata())
+    (
+        ident(),
+        prop::option::of("[ -~]{1,10}"),
+        prop::option::of("[ -~]{1,10}"),
+        prop::collection::vec(part(), 1..3),
+        metadata(),
+    )
         .prop_map(|(id, name, description, parts, md)| Artifact {
             artifact_id: id,
             name,

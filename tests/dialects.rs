@@ -305,3 +305,228 @@ async fn legacy_send_subscribe_streams_updates_with_final() {
     assert_eq!(last["status"]["state"], "completed");
     assert_eq!(last["final"], true);
 }
+
+// ------------------------------------------------------------ v0.3 HTTP+JSON
+
+fn rest03_message(message_id: &str, text: &str) -> Value {
+    json!({"messageId": message_id, "role": "ROLE_USER", "content": [{"text": text}]})
+}
+
+#[tokio::test]
+async fn v0_3_rest_send_get_and_cancel_use_proto_json() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let url = |p: &str| format!("{}/a2a/tck/v1{p}", c.base);
+    let r: Value = c
+        .http
+        .post(url("/message:send"))
+        .json(&json!({"message": rest03_message("tck-artifact-data-1", "hi"), "configuration": {"blocking": true}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let t = &r["task"];
+    assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(t["status"]["message"]["role"], "ROLE_AGENT");
+    assert!(t["status"]["message"]["content"].is_array(), "{r}");
+    assert_eq!(
+        t["artifacts"][0]["parts"][0]["data"]["data"],
+        json!({"key": "value", "count": 42})
+    );
+    // The proto field names (`request`, `message_id`) are accepted too.
+    let r: Value = c
+        .http
+        .post(url("/message:send"))
+        .json(&json!({"request": {"message_id": "tck-input-required-9", "role": "ROLE_USER", "content": [{"text": "wait"}]}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = r["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let got: Value = c
+        .http
+        .get(url(&format!("/tasks/{id}?historyLength=1")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["id"], json!(id));
+    assert_eq!(got["history"].as_array().unwrap().len(), 1);
+    let canceled: Value = c
+        .http
+        .post(url(&format!("/tasks/{id}:cancel")))
+        .json(&json!({"name": format!("tasks/{id}")}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELLED");
+    let resp = c.http.get(url("/tasks/nope")).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+}
+
+#[tokio::test]
+async fn v0_3_rest_stream_marks_the_last_update_final() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let resp = c
+        .http
+        .post(format!("{}/a2a/tck/v1/message:stream", c.base))
+        .json(&json!({"message": rest03_message("tck-stream-001-r", "go")}))
+        .send()
+        .await
+        .unwrap();
+    let events = collect_sse(resp).await;
+    let keys: Vec<&str> = events
+        .iter()
+        .map(|e| e.as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
+    );
+    assert_eq!(events[3]["statusUpdate"]["final"], true);
+    assert_eq!(
+        events[3]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[tokio::test]
+async fn v1_as_a_tenant_is_used_when_the_caller_says_1_0() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let (status, body) = c
+        .rest(
+            reqwest::Method::POST,
+            "tck",
+            "/v1/message:send",
+            Some(json!({"message": message("tck-complete-task-t", "x")})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+// ------------------------------------------------------------ cards
+
+#[tokio::test]
+async fn root_card_is_strictly_1_0_and_agent_cards_serve_both_generations() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let root: Value = c
+        .http
+        .get(format!("{}/.well-known/agent-card.json", c.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for k in [
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "additionalInterfaces",
+    ] {
+        assert!(
+            root.get(k).is_none(),
+            "root card must be strict 1.0, has {k}"
+        );
+    }
+    let versions: Vec<&str> = root["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["protocolVersion"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        versions,
+        ["1.0", "1.0", "0.3", "0.3"],
+        "1.0 interfaces come first"
+    );
+
+    let resp = c
+        .http
+        .get(format!("{}/a2a/tck/.well-known/agent-card.json", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.headers()["vary"]
+            .to_str()
+            .unwrap()
+            .contains("A2A-Version")
+    );
+    let merged: Value = resp.json().await.unwrap();
+    assert_eq!(merged["url"], format!("{}/a2a/tck", c.base));
+    assert_eq!(merged["preferredTransport"], "JSONRPC");
+    assert_eq!(merged["protocolVersion"], "0.3.0");
+    assert!(merged["supportedInterfaces"].is_array());
+    let strict: Value = c
+        .http
+        .get(format!("{}/a2a/tck/.well-known/agent-card.json", c.base))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(strict.get("url").is_none());
+    for path in ["/.well-known/agent.json", "/a2a/tck/.well-known/agent.json"] {
+        let legacy: Value = c
+            .http
+            .get(format!("{}{path}", c.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(legacy["url"], format!("{}/a2a/tck", c.base), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn merged_card_carries_both_security_shapes() {
+    let config = r#"
+[access]
+[[access.credentials]]
+name = "ci"
+bearer = "0123456789abcdef0123"
+[[agents]]
+id = "inbox"
+"#;
+    let s = Server::start(Some(config));
+    let c = s.client();
+    let merged: Value = c
+        .http
+        .get(format!("{}/a2a/inbox/.well-known/agent-card.json", c.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let scheme = &merged["securitySchemes"]["bearer"];
+    assert_eq!(
+        scheme["httpAuthSecurityScheme"]["scheme"], "Bearer",
+        "{merged}"
+    );
+    assert_eq!(scheme["type"], "http");
+    assert_eq!(merged["security"], json!([{"bearer": []}]));
+    assert_eq!(
+        merged["securityRequirements"][0]["schemes"]["bearer"],
+        json!({"list": []})
+    );
+}

@@ -7,5 +7,6 @@ pub mod a2a;
 pub mod clock;
 pub mod config;
 pub mod engine;
+pub mod render;
 pub mod server;
 pub mod store;

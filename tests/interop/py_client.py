@@ -110,10 +110,12 @@ class Sdk1:
         self.dialect = dialect
 
     async def resolve(self, url: str) -> Any:
-        from a2a.client import A2ACardResolver
+        from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 
-        # Same as ClientFactory.create_from_url(url): the resolver GETs
+        # Same as ClientFactory.create_from_url(url): constructing the factory puts
+        # `A2A-Version: 1.0` on the (shared) httpx client, then the resolver GETs
         # {url}/.well-known/agent-card.json and runs parse_agent_card().
+        ClientFactory(ClientConfig(httpx_client=self.http))
         return await A2ACardResolver(self.http, url).get_agent_card()
 
     def connect(self, card: Any, binding: str, streaming: bool) -> tuple[Any, str]:
@@ -226,8 +228,6 @@ class Sdk1:
 class Sdk03:
     def __init__(self, http: httpx.AsyncClient, dialect: str):
         self.http = http
-        if dialect != 'auto':
-            raise SystemExit('--dialect only applies to a2a-sdk 1.x (0.3.x speaks only v0.3)')
 
     async def resolve(self, url: str) -> Any:
         from a2a.client import A2ACardResolver
@@ -354,13 +354,21 @@ class Runner:
 
 
 def describe_error(e: BaseException) -> str:
-    parts = [f'{type(e).__name__}: {e}']
-    inner = e.__cause__ or e.__context__
-    depth = 0
-    while inner is not None and depth < 3:
-        parts.append(f'caused by {type(inner).__name__}: {inner}')
-        inner = inner.__cause__ or inner.__context__
-        depth += 1
+    """The exception, its causes, and the HTTP answer body if one is attached."""
+    parts: list[str] = []
+    body = ''
+    err: BaseException | None = e
+    while err is not None and len(parts) < 4:
+        parts.append(f'{type(err).__name__}: {err}')
+        resp = getattr(err, 'response', None)
+        if isinstance(resp, httpx.Response) and not body:
+            try:
+                body = f'response body: {resp.text[:400]}'
+            except httpx.ResponseNotRead:  # streamed answer, body not read
+                pass
+        err = err.__cause__ or err.__context__
+    if body:
+        parts.append(body)
     return ' | '.join(p.replace('\n', ' ')[:600] for p in parts)
 
 
@@ -456,6 +464,8 @@ async def main() -> int:
     ap.add_argument('--timeout', type=float, default=20.0, help='seconds per check (default 20)')
     ap.add_argument('-v', '--verbose', action='store_true', help='log every HTTP request/response')
     args = ap.parse_args()
+    if SDK_MAJOR < 1 and args.dialect != 'auto':
+        ap.error(f'--dialect only applies to a2a-sdk 1.x; a2a-sdk {SDK_VERSION} speaks only v0.3')
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format='  %(name)s: %(message)s')
@@ -468,7 +478,7 @@ async def main() -> int:
 
     async def log_request(req: httpx.Request) -> None:
         if args.verbose:
-            body = req.content[:300].decode('utf-8', 'replace') if req.content else ''
+            body = req.content[:400].decode('utf-8', 'replace') if req.content else ''
             method = ''
             try:
                 method = json.loads(req.content).get('method', '') if req.content else ''
@@ -479,7 +489,12 @@ async def main() -> int:
 
     async def log_response(resp: httpx.Response) -> None:
         if args.verbose:
-            print(f'  < {resp.status_code} {resp.headers.get("content-type")}', flush=True)
+            ctype = resp.headers.get('content-type') or ''
+            body = ''
+            if 'event-stream' not in ctype:  # reading an SSE body here would eat the stream
+                await resp.aread()
+                body = ' ' + resp.text[:400]
+            print(f'  < {resp.status_code} {ctype}{body}', flush=True)
 
     run = Runner(args.timeout)
     tag = f'[a2a-sdk {SDK_VERSION}{" dialect=0.3" if args.dialect == "0.3" else ""}]'

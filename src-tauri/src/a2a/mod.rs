@@ -5,6 +5,7 @@ pub mod card;
 pub mod error;
 pub mod types;
 pub mod v0_3;
+pub mod v0_3_rest;
 
 pub use error::Error;
 

@@ -66,10 +66,25 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
                 protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
             },
             AgentInterface {
-                url,
+                url: url.clone(),
                 protocol_binding: "HTTP+JSON".into(),
                 tenant: None,
                 protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
+            },
+            // The same endpoints speak 0.3 (JSON-RPC by method name, HTTP+JSON
+            // under `/v1/`). Listed after the 1.0 entries: clients take the
+            // first entry of a binding they support, or prefer 1.0.
+            AgentInterface {
+                url: url.clone(),
+                protocol_binding: "JSONRPC".into(),
+                tenant: None,
+                protocol_version: "0.3".into(),
+            },
+            AgentInterface {
+                url,
+                protocol_binding: "HTTP+JSON".into(),
+                tenant: None,
+                protocol_version: "0.3".into(),
             },
         ],
         provider: c.provider.as_ref().map(|p| AgentProvider {
@@ -145,7 +160,12 @@ pub fn extended_card(state: &AppState, agent: &Agent, base: &str) -> Result<Agen
 }
 
 /// Serves a card with caching headers.
-fn card_response(state: &AppState, card: &AgentCard, headers: &HeaderMap) -> Response {
+fn card_response(
+    state: &AppState,
+    card: &Value,
+    headers: &HeaderMap,
+    vary_version: bool,
+) -> Response {
     let body = match serde_json::to_vec(card) {
         Ok(b) => b,
         Err(e) => {
@@ -190,25 +210,105 @@ fn card_response(state: &AppState, card: &AgentCard, headers: &HeaderMap) -> Res
     if let Ok(v) = HeaderValue::from_str(&last_modified) {
         h.insert(header::LAST_MODIFIED, v);
     }
-    h.insert(header::VARY, HeaderValue::from_static("Host"));
+    h.insert(
+        header::VARY,
+        HeaderValue::from_static(if vary_version {
+            "Host, A2A-Version"
+        } else {
+            "Host"
+        }),
+    );
     resp
 }
 
-/// `GET /.well-known/agent-card.json`: the first agent's card.
+fn to_json(card: &AgentCard) -> Value {
+    serde_json::to_value(card).unwrap_or(Value::Null)
+}
+
+/// `GET /.well-known/agent-card.json`: the first agent's card, strictly in
+/// the 1.0 shape (validators such as the 1.0 conformance kit refuse any field
+/// the 1.0 card does not define).
 pub async fn root_card(State(state): State<Shared>, headers: HeaderMap) -> Response {
     match state.engine.agents().first() {
         Some(agent) => {
             let card = public_card(&state, agent, &base_url(&state, &headers));
-            card_response(&state, &card, &headers)
+            card_response(&state, &to_json(&card), &headers, false)
         }
         None => rest::error_response(&Error::NotFound("no agents are configured".into()), false),
     }
 }
 
-/// `GET /a2a/{agent}/.well-known/agent-card.json`.
-pub fn agent_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) -> Response {
+/// `GET /.well-known/agent.json`: the first agent's card for pre-1.0
+/// clients (the merged card; see [`merged_card`]).
+pub async fn root_legacy_card(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    match state.engine.agents().first() {
+        Some(agent) => {
+            let card = public_card(&state, agent, &base_url(&state, &headers));
+            card_response(&state, &merged_card(&card), &headers, false)
+        }
+        None => rest::error_response(&Error::NotFound("no agents are configured".into()), false),
+    }
+}
+
+/// `GET /a2a/{agent}/.well-known/agent-card.json` (and `agent.json`): the
+/// strict 1.0 card when the request says `A2A-Version: 1.x`, otherwise the
+/// merged card that 0.3 and earlier clients can read too.
+pub fn agent_card(
+    state: &Arc<AppState>,
+    agent: &Agent,
+    headers: &HeaderMap,
+    uri: &axum::http::Uri,
+) -> Response {
     let card = public_card(state, agent, &base_url(state, headers));
-    card_response(state, &card, headers)
+    let strict = matches!(
+        super::requested_version(headers, uri),
+        Ok(Some(super::Version::V1))
+    );
+    let body = if strict {
+        to_json(&card)
+    } else {
+        merged_card(&card)
+    };
+    card_response(state, &body, headers, true)
+}
+
+/// The 1.0 card plus the 0.3 fields (`url`, `preferredTransport`,
+/// `protocolVersion`, `additionalInterfaces`, `supportsAuthenticatedExtendedCard`,
+/// 0.3-style `security` and scheme `type`s). Clients of either generation
+/// ignore the other's fields, so one document serves both.
+pub fn merged_card(card: &AgentCard) -> Value {
+    let mut v1 = to_json(card);
+    let old = v0_3_card(card);
+    let (Value::Object(out), Value::Object(old)) = (&mut v1, old) else {
+        return v1;
+    };
+    for (k, v) in old {
+        match (k.as_str(), out.get_mut(&k)) {
+            ("securitySchemes", Some(Value::Object(schemes))) => {
+                if let Value::Object(old_schemes) = v {
+                    for (name, fields) in old_schemes {
+                        if let (Some(Value::Object(entry)), Value::Object(fields)) =
+                            (schemes.get_mut(&name), fields)
+                        {
+                            entry.extend(fields);
+                        }
+                    }
+                }
+            }
+            ("capabilities", Some(Value::Object(caps))) => {
+                if let Value::Object(old_caps) = v {
+                    for (ck, cv) in old_caps {
+                        caps.entry(ck).or_insert(cv);
+                    }
+                }
+            }
+            (_, None) => {
+                out.insert(k, v);
+            }
+            _ => {}
+        }
+    }
+    v1
 }
 
 /// The same card in v0.3 shape: `url` + `preferredTransport` (the JSON-RPC
@@ -222,13 +322,22 @@ pub fn v0_3_card(card: &AgentCard) -> Value {
             _ => "JSONRPC",
         }
     };
-    let preferred = card
+    // The interfaces declared for 0.3, or all of them if none is.
+    let old: Vec<&AgentInterface> = card
         .supported_interfaces
         .iter()
+        .filter(|i| i.protocol_version == "0.3")
+        .collect();
+    let interfaces: Vec<&AgentInterface> = if old.is_empty() {
+        card.supported_interfaces.iter().collect()
+    } else {
+        old
+    };
+    let preferred = interfaces
+        .iter()
         .find(|i| i.protocol_binding == "JSONRPC")
-        .or(card.supported_interfaces.first());
-    let additional: Vec<Value> = card
-        .supported_interfaces
+        .or(interfaces.first());
+    let additional: Vec<Value> = interfaces
         .iter()
         .map(|i| json!({"url": i.url, "transport": transport(&i.protocol_binding)}))
         .collect();

@@ -7,6 +7,7 @@ pub mod card;
 pub mod jsonrpc;
 pub mod ops;
 pub mod rest;
+pub mod rest_v0_3;
 pub mod run;
 pub mod sse;
 
@@ -44,6 +45,7 @@ pub type Shared = Arc<AppState>;
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/.well-known/agent-card.json", get(card::root_card))
+        .route("/.well-known/agent.json", get(card::root_legacy_card))
         .route("/a2a/{agent}", any(jsonrpc::handle))
         .route("/a2a/{agent}/", any(jsonrpc::handle))
         .route("/a2a/{agent}/{*rest}", any(rest::handle))

@@ -41,7 +41,7 @@ fn error_response_with(e: &Error, status: StatusCode, a2a_json: bool) -> Respons
     resp
 }
 
-fn content_type(a2a_json: bool) -> HeaderValue {
+pub(super) fn content_type(a2a_json: bool) -> HeaderValue {
     HeaderValue::from_static(if a2a_json {
         "application/a2a+json"
     } else {
@@ -51,7 +51,7 @@ fn content_type(a2a_json: bool) -> HeaderValue {
 
 /// Answer in `application/a2a+json` when the client asks for it; plain
 /// `application/json` otherwise, which every client reads.
-fn wants_a2a_json(headers: &HeaderMap) -> bool {
+pub(super) fn wants_a2a_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -60,7 +60,7 @@ fn wants_a2a_json(headers: &HeaderMap) -> bool {
 
 /// What a path under `/a2a/{agent}/` names.
 #[derive(Debug, PartialEq)]
-enum Route {
+pub(super) enum Route {
     Card,
     Send,
     Stream,
@@ -75,7 +75,7 @@ enum Route {
 
 impl Route {
     /// The methods a route takes, for the `Allow` header of a 405.
-    fn allowed(&self) -> &'static str {
+    pub(super) fn allowed(&self) -> &'static str {
         match self {
             Route::Card | Route::ListTasks | Route::Task(_) | Route::ExtendedCard => "GET",
             Route::Send | Route::Stream | Route::Cancel(_) => "POST",
@@ -85,9 +85,9 @@ impl Route {
     }
 }
 
-fn route(rest: &str) -> Option<Route> {
+pub(super) fn route(rest: &str) -> Option<Route> {
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    if segs == [".well-known", "agent-card.json"] {
+    if segs == [".well-known", "agent-card.json"] || segs == [".well-known", "agent.json"] {
         return Some(Route::Card);
     }
     let known = |s: &str| s == "tasks" || s.starts_with("message:") || s == "extendedAgentCard";
@@ -116,7 +116,7 @@ fn route(rest: &str) -> Option<Route> {
 }
 
 /// Query parameters as a JSON object, typed by field so serde can check them.
-fn query_object(uri: &Uri) -> Result<Value, Error> {
+pub(super) fn query_object(uri: &Uri) -> Result<Value, Error> {
     let mut obj = Map::new();
     for (k, v) in url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
         let value = match k.as_ref() {
@@ -146,12 +146,12 @@ fn query_object(uri: &Uri) -> Result<Value, Error> {
     Ok(Value::Object(obj))
 }
 
-fn from<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
+pub(super) fn from<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
     // The error names the field it is about: `message.parts: invalid type…`.
     serde_path_to_error::deserialize(v).map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
-fn with(mut v: Value, key: &str, val: &str) -> Value {
+pub(super) fn with(mut v: Value, key: &str, val: &str) -> Value {
     if let Value::Object(m) = &mut v {
         m.insert(key.into(), Value::String(val.to_owned()));
     }
@@ -174,6 +174,13 @@ pub async fn handle(
             a2a_json,
         );
     };
+    // `/v1/...` are the A2A 0.3 routes, unless the caller says it speaks 1.0
+    // (then `v1` is a tenant of the 1.0 routes).
+    if let Some(old) = rest.strip_prefix("v1/")
+        && !matches!(requested_version(&headers, &uri), Ok(Some(Version::V1)))
+    {
+        return super::rest_v0_3::handle(&state, &agent, old, &method, &uri, &headers, body).await;
+    }
     let Some(route) = route(&rest) else {
         return error_response(
             &Error::NotFound(format!("no A2A route `{}`", uri.path())),
@@ -182,7 +189,7 @@ pub async fn handle(
     };
     if route == Route::Card {
         if matches!(method, Method::GET | Method::HEAD) {
-            return card::agent_card(&state, &agent, &headers);
+            return card::agent_card(&state, &agent, &headers, &uri);
         }
         return method_not_allowed(&method, &uri, route.allowed(), a2a_json);
     }
@@ -244,7 +251,7 @@ pub async fn handle(
 }
 
 /// 405, naming the methods the route takes.
-fn method_not_allowed(
+pub(super) fn method_not_allowed(
     method: &Method,
     uri: &Uri,
     allowed: &'static str,
@@ -263,7 +270,11 @@ fn method_not_allowed(
     resp
 }
 
-async fn json_body(state: &Shared, headers: &HeaderMap, body: Body) -> Result<Value, Error> {
+pub(super) async fn json_body(
+    state: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Value, Error> {
     let bytes = read_body(body, state.config.limits.max_body_bytes).await?;
     if bytes.is_empty() {
         return Ok(Value::Object(Map::new()));

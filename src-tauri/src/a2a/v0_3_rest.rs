@@ -1,0 +1,607 @@
+//! The shapes of the A2A 0.3 HTTP+JSON binding (`/v1/...` routes): the JSON
+//! form of the 0.3 protobuf, which differs from 0.3 JSON-RPC — `content`
+//! instead of `parts` in messages, `ROLE_USER`, `TASK_STATE_CANCELLED`,
+//! `{"file": {"fileWithBytes"…}}`, `{"data": {"data": …}}`, and
+//! `{"task"|"message"|"statusUpdate"|"artifactUpdate": …}` wrappers.
+//!
+//! Clients of this binding parse answers strictly, so only fields of the 0.3
+//! proto are ever written.
+
+use serde_json::{Map, Value, json};
+
+use super::Error;
+use super::types::{
+    Artifact, AuthenticationInfo, Message, Part, PartContent, Role, SendMessageConfiguration,
+    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::InvalidParams(msg.into())
+}
+
+fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, Error> {
+    v.as_object()
+        .ok_or_else(|| invalid(format!("{what} must be an object")))
+}
+
+/// A field by its JSON name, or by its proto field name (`message_id`):
+/// ProtoJSON readers accept both, and some 0.3 clients send the latter.
+fn get<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    m.get(key).or_else(|| {
+        let mut snake = String::with_capacity(key.len() + 4);
+        for c in key.chars() {
+            if c.is_ascii_uppercase() {
+                snake.push('_');
+                snake.push(c.to_ascii_lowercase());
+            } else {
+                snake.push(c);
+            }
+        }
+        m.get(&snake)
+    })
+}
+
+fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<String>, Error> {
+    match get(m, key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(invalid(format!("{what}.{key} must be a string"))),
+    }
+}
+
+fn opt_obj(
+    m: &Map<String, Value>,
+    key: &str,
+    what: &str,
+) -> Result<Option<Map<String, Value>>, Error> {
+    match get(m, key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o.clone())),
+        Some(_) => Err(invalid(format!("{what}.{key} must be an object"))),
+    }
+}
+
+fn strings(m: &Map<String, Value>, key: &str, what: &str) -> Result<Vec<String>, Error> {
+    match get(m, key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| invalid(format!("{what}.{key} must hold strings")))
+            })
+            .collect(),
+        Some(_) => Err(invalid(format!("{what}.{key} must be an array"))),
+    }
+}
+
+fn list<'a>(m: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a [Value], Error> {
+    match get(m, key) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(invalid(format!("{what}.{key} must be an array"))),
+    }
+}
+
+/// The 0.3 proto name of a state (`TASK_STATE_CANCELLED` with two Ls).
+pub fn state_name(s: TaskState) -> &'static str {
+    match s {
+        TaskState::Canceled => "TASK_STATE_CANCELLED",
+        other => other.proto_name(),
+    }
+}
+
+fn parse_state(v: Option<&Value>) -> Result<TaskState, Error> {
+    let s = v.and_then(Value::as_str).unwrap_or("");
+    TaskState::ALL
+        .into_iter()
+        .find(|st| state_name(*st) == s)
+        .ok_or_else(|| invalid(format!("unknown task state `{s}`")))
+}
+
+fn encode_part(p: &Part) -> Value {
+    let mut out = Map::new();
+    match &p.content {
+        PartContent::Text(t) => {
+            out.insert("text".into(), json!(t));
+        }
+        PartContent::Data(d) => {
+            // DataPart.data is a Struct: anything but an object is wrapped.
+            let data = match d {
+                Value::Object(_) => d.clone(),
+                other => json!({ "value": other }),
+            };
+            out.insert("data".into(), json!({ "data": data }));
+        }
+        PartContent::Raw(_) | PartContent::Url(_) => {
+            let mut f = Map::new();
+            match &p.content {
+                PartContent::Raw(b) => f.insert("fileWithBytes".into(), json!(b)),
+                PartContent::Url(u) => f.insert("fileWithUri".into(), json!(u)),
+                _ => None,
+            };
+            if let Some(t) = &p.media_type {
+                f.insert("mimeType".into(), json!(t));
+            }
+            if let Some(n) = &p.filename {
+                f.insert("name".into(), json!(n));
+            }
+            out.insert("file".into(), Value::Object(f));
+        }
+    }
+    if let Some(md) = &p.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    Value::Object(out)
+}
+
+fn decode_part(v: &Value) -> Result<Part, Error> {
+    let m = obj(v, "part")?;
+    let metadata = opt_obj(m, "metadata", "part")?;
+    if let Some(t) = m.get("text") {
+        let t = t
+            .as_str()
+            .ok_or_else(|| invalid("part.text must be a string"))?;
+        return Ok(Part {
+            content: PartContent::Text(t.to_owned()),
+            metadata,
+            filename: None,
+            media_type: None,
+        });
+    }
+    if let Some(f) = m.get("file") {
+        let f = obj(f, "part.file")?;
+        let content = match (
+            opt_str(f, "fileWithBytes", "part.file")?,
+            opt_str(f, "fileWithUri", "part.file")?,
+        ) {
+            (Some(b), None) => PartContent::Raw(b),
+            (None, Some(u)) => PartContent::Url(u),
+            _ => {
+                return Err(invalid(
+                    "part.file needs exactly one of fileWithBytes or fileWithUri",
+                ));
+            }
+        };
+        return Ok(Part {
+            content,
+            metadata,
+            filename: opt_str(f, "name", "part.file")?,
+            media_type: opt_str(f, "mimeType", "part.file")?,
+        });
+    }
+    if let Some(d) = m.get("data") {
+        let d = obj(d, "part.data")?;
+        let data = d.get("data").cloned().unwrap_or_else(|| json!({}));
+        return Ok(Part {
+            content: PartContent::Data(data),
+            metadata,
+            filename: None,
+            media_type: None,
+        });
+    }
+    Err(invalid("a part needs one of text, file, data"))
+}
+
+fn encode_message(m: &Message) -> Value {
+    let mut out = Map::new();
+    out.insert("messageId".into(), json!(m.message_id));
+    if let Some(c) = &m.context_id {
+        out.insert("contextId".into(), json!(c));
+    }
+    if let Some(t) = &m.task_id {
+        out.insert("taskId".into(), json!(t));
+    }
+    out.insert(
+        "role".into(),
+        json!(if m.role == Role::User {
+            "ROLE_USER"
+        } else {
+            "ROLE_AGENT"
+        }),
+    );
+    out.insert(
+        "content".into(),
+        Value::Array(m.parts.iter().map(encode_part).collect()),
+    );
+    if let Some(md) = &m.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    if !m.extensions.is_empty() {
+        out.insert("extensions".into(), json!(m.extensions));
+    }
+    Value::Object(out)
+}
+
+fn decode_message(v: &Value) -> Result<Message, Error> {
+    let m = obj(v, "message")?;
+    let parts: Vec<Part> = list(m, "content", "message")?
+        .iter()
+        .map(decode_part)
+        .collect::<Result<_, _>>()?;
+    if parts.is_empty() {
+        return Err(invalid("message.content must contain at least one part"));
+    }
+    let role = match m.get("role").and_then(Value::as_str) {
+        Some("ROLE_USER") => Role::User,
+        Some("ROLE_AGENT") => Role::Agent,
+        _ => return Err(invalid("message.role must be ROLE_USER or ROLE_AGENT")),
+    };
+    Ok(Message {
+        message_id: opt_str(m, "messageId", "message")?
+            .ok_or_else(|| invalid("message.messageId is required"))?,
+        context_id: opt_str(m, "contextId", "message")?,
+        task_id: opt_str(m, "taskId", "message")?,
+        role,
+        parts,
+        metadata: opt_obj(m, "metadata", "message")?,
+        extensions: strings(m, "extensions", "message")?,
+        reference_task_ids: Vec::new(),
+    })
+}
+
+fn encode_status(s: &TaskStatus) -> Value {
+    let mut out = Map::new();
+    out.insert("state".into(), json!(state_name(s.state)));
+    if let Some(m) = &s.message {
+        out.insert("message".into(), encode_message(m));
+    }
+    if let Some(t) = &s.timestamp {
+        out.insert("timestamp".into(), json!(t));
+    }
+    Value::Object(out)
+}
+
+fn decode_status(v: &Value) -> Result<TaskStatus, Error> {
+    let m = obj(v, "status")?;
+    Ok(TaskStatus {
+        state: parse_state(m.get("state"))?,
+        message: m
+            .get("message")
+            .or_else(|| m.get("update"))
+            .filter(|v| !v.is_null())
+            .map(decode_message)
+            .transpose()?,
+        timestamp: opt_str(m, "timestamp", "status")?,
+    })
+}
+
+fn encode_artifact(a: &Artifact) -> Value {
+    let mut out = Map::new();
+    out.insert("artifactId".into(), json!(a.artifact_id));
+    if let Some(n) = &a.name {
+        out.insert("name".into(), json!(n));
+    }
+    if let Some(d) = &a.description {
+        out.insert("description".into(), json!(d));
+    }
+    out.insert(
+        "parts".into(),
+        Value::Array(a.parts.iter().map(encode_part).collect()),
+    );
+    if let Some(md) = &a.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    if !a.extensions.is_empty() {
+        out.insert("extensions".into(), json!(a.extensions));
+    }
+    Value::Object(out)
+}
+
+fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
+    let m = obj(v, "artifact")?;
+    Ok(Artifact {
+        artifact_id: opt_str(m, "artifactId", "artifact")?
+            .ok_or_else(|| invalid("artifact.artifactId is required"))?,
+        name: opt_str(m, "name", "artifact")?,
+        description: opt_str(m, "description", "artifact")?,
+        parts: list(m, "parts", "artifact")?
+            .iter()
+            .map(decode_part)
+            .collect::<Result<_, _>>()?,
+        metadata: opt_obj(m, "metadata", "artifact")?,
+        extensions: strings(m, "extensions", "artifact")?,
+    })
+}
+
+/// A task in 0.3 proto JSON.
+pub fn encode_task(t: &Task) -> Value {
+    let mut out = Map::new();
+    out.insert("id".into(), json!(t.id));
+    out.insert("contextId".into(), json!(t.context_id));
+    out.insert("status".into(), encode_status(&t.status));
+    if let Some(a) = &t.artifacts
+        && !a.is_empty()
+    {
+        out.insert(
+            "artifacts".into(),
+            Value::Array(a.iter().map(encode_artifact).collect()),
+        );
+    }
+    if !t.history.is_empty() {
+        out.insert(
+            "history".into(),
+            Value::Array(t.history.iter().map(encode_message).collect()),
+        );
+    }
+    if let Some(md) = &t.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    Value::Object(out)
+}
+
+/// Decodes a task in 0.3 proto JSON.
+pub fn decode_task(v: &Value) -> Result<Task, Error> {
+    let m = obj(v, "task")?;
+    Ok(Task {
+        id: opt_str(m, "id", "task")?.ok_or_else(|| invalid("task.id is required"))?,
+        context_id: opt_str(m, "contextId", "task")?.unwrap_or_default(),
+        status: decode_status(m.get("status").unwrap_or(&Value::Null))?,
+        artifacts: match get(m, "artifacts") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(
+                list(m, "artifacts", "task")?
+                    .iter()
+                    .map(decode_artifact)
+                    .collect::<Result<_, _>>()?,
+            ),
+        },
+        history: list(m, "history", "task")?
+            .iter()
+            .map(decode_message)
+            .collect::<Result<_, _>>()?,
+        metadata: opt_obj(m, "metadata", "task")?,
+    })
+}
+
+/// A SendMessage answer: `{"task": …}` or `{"message": …}`.
+pub fn encode_send_response(r: &SendMessageResponse) -> Value {
+    match r {
+        SendMessageResponse::Task(t) => json!({ "task": encode_task(t) }),
+        SendMessageResponse::Message(m) => json!({ "message": encode_message(m) }),
+    }
+}
+
+/// A stream event; `is_final` marks the last status update.
+pub fn encode_event(ev: &StreamResponse, is_final: bool) -> Value {
+    match ev {
+        StreamResponse::Task(t) => json!({ "task": encode_task(t) }),
+        StreamResponse::Message(m) => json!({ "message": encode_message(m) }),
+        StreamResponse::StatusUpdate(u) => {
+            let mut o = Map::new();
+            o.insert("taskId".into(), json!(u.task_id));
+            o.insert("contextId".into(), json!(u.context_id));
+            o.insert("status".into(), encode_status(&u.status));
+            o.insert("final".into(), json!(is_final));
+            if let Some(md) = &u.metadata {
+                o.insert("metadata".into(), Value::Object(md.clone()));
+            }
+            json!({ "statusUpdate": o })
+        }
+        StreamResponse::ArtifactUpdate(u) => {
+            let mut o = Map::new();
+            o.insert("taskId".into(), json!(u.task_id));
+            o.insert("contextId".into(), json!(u.context_id));
+            o.insert("artifact".into(), encode_artifact(&u.artifact));
+            o.insert("append".into(), json!(u.append));
+            o.insert("lastChunk".into(), json!(u.last_chunk));
+            if let Some(md) = &u.metadata {
+                o.insert("metadata".into(), Value::Object(md.clone()));
+            }
+            json!({ "artifactUpdate": o })
+        }
+    }
+}
+
+/// Decodes a stream event in 0.3 proto JSON.
+pub fn decode_event(v: &Value) -> Result<StreamResponse, Error> {
+    let m = obj(v, "event")?;
+    if let Some(t) = m.get("task") {
+        return Ok(StreamResponse::Task(decode_task(t)?));
+    }
+    if let Some(msg) = m.get("message").or_else(|| m.get("msg")) {
+        return Ok(StreamResponse::Message(decode_message(msg)?));
+    }
+    if let Some(u) = get(m, "statusUpdate") {
+        let u = obj(u, "statusUpdate")?;
+        return Ok(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: opt_str(u, "taskId", "statusUpdate")?.unwrap_or_default(),
+            context_id: opt_str(u, "contextId", "statusUpdate")?.unwrap_or_default(),
+            status: decode_status(u.get("status").unwrap_or(&Value::Null))?,
+            metadata: opt_obj(u, "metadata", "statusUpdate")?,
+        }));
+    }
+    if let Some(u) = get(m, "artifactUpdate") {
+        let u = obj(u, "artifactUpdate")?;
+        return Ok(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: opt_str(u, "taskId", "artifactUpdate")?.unwrap_or_default(),
+            context_id: opt_str(u, "contextId", "artifactUpdate")?.unwrap_or_default(),
+            artifact: decode_artifact(u.get("artifact").unwrap_or(&Value::Null))?,
+            append: u.get("append").and_then(Value::as_bool).unwrap_or(false),
+            last_chunk: get(u, "lastChunk")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            metadata: opt_obj(u, "metadata", "artifactUpdate")?,
+        }));
+    }
+    Err(invalid(
+        "an event needs one of task, message, statusUpdate, artifactUpdate",
+    ))
+}
+
+fn decode_push_body(v: &Value, task_id: &str) -> Result<TaskPushNotificationConfig, Error> {
+    let c = obj(v, "pushNotificationConfig")?;
+    let authentication = match opt_obj(c, "authentication", "pushNotificationConfig")? {
+        None => None,
+        Some(a) => Some(AuthenticationInfo {
+            scheme: strings(&a, "schemes", "pushNotificationConfig.authentication")?
+                .into_iter()
+                .next()
+                .ok_or_else(|| {
+                    invalid("pushNotificationConfig.authentication.schemes needs a scheme")
+                })?,
+            credentials: opt_str(&a, "credentials", "pushNotificationConfig.authentication")?,
+        }),
+    };
+    Ok(TaskPushNotificationConfig {
+        tenant: None,
+        id: opt_str(c, "id", "pushNotificationConfig")?,
+        task_id: Some(task_id.to_owned()),
+        url: opt_str(c, "url", "pushNotificationConfig")?
+            .ok_or_else(|| invalid("pushNotificationConfig.url is required"))?,
+        token: opt_str(c, "token", "pushNotificationConfig")?,
+        authentication,
+    })
+}
+
+/// Decodes a `SendMessageRequest` body. A send blocks unless
+/// `configuration.blocking` is `false`.
+pub fn decode_send(v: &Value) -> Result<SendMessageRequest, Error> {
+    let m = obj(v, "body")?;
+    // `message` is the JSON name of the proto field `request`.
+    let message = m
+        .get("message")
+        .or_else(|| m.get("request"))
+        .ok_or_else(|| invalid("message is required"))?;
+    let message = decode_message(message)?;
+    let mut configuration = SendMessageConfiguration::default();
+    if let Some(c) = opt_obj(m, "configuration", "body")? {
+        configuration.accepted_output_modes = strings(&c, "acceptedOutputModes", "configuration")?;
+        configuration.history_length = match get(&c, "historyLength") {
+            None | Some(Value::Null) => None,
+            Some(n) => Some(
+                n.as_i64()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .ok_or_else(|| invalid("configuration.historyLength must be an integer"))?,
+            ),
+        }
+        .filter(|n| *n != 0);
+        configuration.return_immediately =
+            c.get("blocking").and_then(Value::as_bool) == Some(false);
+        if let Some(p) = get(&c, "pushNotification").filter(|p| !p.is_null()) {
+            configuration.task_push_notification_config = Some(decode_push_body(p, "")?);
+        }
+    }
+    Ok(SendMessageRequest {
+        tenant: None,
+        message,
+        configuration: Some(configuration),
+        metadata: opt_obj(m, "metadata", "body")?,
+    })
+}
+
+/// Decodes the body of `POST /v1/tasks/{id}/pushNotificationConfigs`: a
+/// `TaskPushNotificationConfig` (`{name, pushNotificationConfig}`), or just
+/// the inner `PushNotificationConfig`.
+pub fn decode_push_config(v: &Value, task_id: &str) -> Result<TaskPushNotificationConfig, Error> {
+    let m = obj(v, "body")?;
+    match get(m, "pushNotificationConfig") {
+        Some(inner) => decode_push_body(inner, task_id),
+        None => decode_push_body(v, task_id),
+    }
+}
+
+/// A config as a 0.3 `TaskPushNotificationConfig` with its resource name.
+pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
+    let task = c.task_id.clone().unwrap_or_default();
+    let id = c.id.clone().unwrap_or_default();
+    let mut inner = Map::new();
+    inner.insert("id".into(), json!(id));
+    inner.insert("url".into(), json!(c.url));
+    if let Some(t) = &c.token {
+        inner.insert("token".into(), json!(t));
+    }
+    if let Some(a) = &c.authentication {
+        let mut am = Map::new();
+        am.insert("schemes".into(), json!([a.scheme]));
+        if let Some(cr) = &a.credentials {
+            am.insert("credentials".into(), json!(cr));
+        }
+        inner.insert("authentication".into(), Value::Object(am));
+    }
+    json!({"name": format!("tasks/{task}/pushNotificationConfigs/{id}"), "pushNotificationConfig": inner})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        serde_json::from_value(json!({
+            "id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_CANCELED", "timestamp": "2025-11-09T10:30:00.000Z",
+                "message": {"messageId": "a1", "contextId": "c1", "taskId": "t1", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}},
+            "artifacts": [{"artifactId": "x", "name": "plan", "parts": [
+                {"raw": "dGNr", "filename": "a.txt", "mediaType": "text/plain"},
+                {"url": "https://example.com/b.pdf", "mediaType": "application/pdf"},
+                {"data": {"k": [1, 2]}}]}],
+            "history": [{"messageId": "u1", "contextId": "c1", "taskId": "t1", "role": "ROLE_USER", "parts": [{"text": "Plan a trip"}]}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn tasks_use_proto_json_shapes_and_round_trip() {
+        let t = task();
+        let wire = encode_task(&t);
+        assert_eq!(wire["status"]["state"], "TASK_STATE_CANCELLED");
+        assert_eq!(wire["history"][0]["content"][0]["text"], "Plan a trip");
+        assert_eq!(
+            wire["artifacts"][0]["parts"][0]["file"]["fileWithBytes"],
+            "dGNr"
+        );
+        assert_eq!(
+            wire["artifacts"][0]["parts"][2]["data"]["data"]["k"],
+            json!([1, 2])
+        );
+        assert_eq!(decode_task(&wire).unwrap(), t);
+    }
+
+    #[test]
+    fn proto_field_names_are_accepted() {
+        let body = json!({"request": {"message_id": "m", "role": "ROLE_USER", "content": [
+            {"file": {"file_with_bytes": "dGNr", "mime_type": "text/plain"}}]},
+            "configuration": {"history_length": 3}});
+        let req = decode_send(&body).unwrap();
+        assert_eq!(req.message.message_id, "m");
+        assert_eq!(
+            req.message.parts[0].media_type.as_deref(),
+            Some("text/plain")
+        );
+        assert_eq!(req.configuration.unwrap().history_length, Some(3));
+    }
+
+    #[test]
+    fn send_bodies_decode() {
+        let body = json!({"message": {"messageId": "m", "role": "ROLE_USER", "content": [{"text": "hi"}]},
+                          "configuration": {"blocking": false, "acceptedOutputModes": ["text/plain"]}});
+        let req = decode_send(&body).unwrap();
+        assert_eq!(req.message.text(), "hi");
+        assert!(req.configuration.unwrap().return_immediately);
+        assert!(
+            decode_send(
+                &json!({"message": {"messageId": "m", "role": "ROLE_USER", "content": []}})
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn events_round_trip() {
+        let t = task();
+        let ev = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t1".into(),
+            context_id: "c1".into(),
+            status: t.status.clone(),
+            metadata: None,
+        });
+        let wire = encode_event(&ev, true);
+        assert_eq!(wire["statusUpdate"]["final"], true);
+        assert_eq!(decode_event(&wire).unwrap(), ev);
+        let ev = StreamResponse::Task(t);
+        assert_eq!(decode_event(&encode_event(&ev, false)).unwrap(), ev);
+    }
+}

@@ -1,0 +1,296 @@
+//! Markdown to safe HTML: pulldown-cmark events, rewritten so raw HTML becomes
+//! text, then written out and sanitised.
+
+use pulldown_cmark::{Alignment, CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
+
+use super::sanitize;
+
+/// Renders agent markdown as HTML safe to insert into the UI.
+///
+/// CommonMark plus tables, task lists, strikethrough and footnotes. Raw HTML
+/// (inline or block) is shown as escaped text, so a reader sees what the agent
+/// sent instead of having it vanish; the output then passes the allow-list in
+/// `sanitize.rs`. Footnote ids are prefixed with `fn-`; two documents on one
+/// page that both use `[^1]` share that id, and the first one wins.
+pub fn markdown(text: &str) -> String {
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_FOOTNOTES;
+    let events = Rewrite::default().run(Parser::new_ext(text, options));
+    let mut html = String::with_capacity(text.len() + text.len() / 2);
+    pulldown_cmark::html::push_html(&mut html, events.into_iter());
+    sanitize::clean(&html)
+}
+
+/// The event rewrite between parser and HTML writer.
+#[derive(Default)]
+struct Rewrite {
+    in_html_block: bool,
+    /// A line of an HTML block ended; break before the next one.
+    pending_break: bool,
+    table: Table,
+}
+
+/// Where the writer is inside a table: cells are written here, with an
+/// `align` attribute instead of pulldown-cmark's `style`.
+#[derive(Default)]
+struct Table {
+    alignments: Vec<Alignment>,
+    in_head: bool,
+    cell: usize,
+}
+
+impl Rewrite {
+    fn run<'a>(mut self, events: impl Iterator<Item = Event<'a>>) -> Vec<Event<'a>> {
+        let mut out = Vec::new();
+        for event in events {
+            self.event(event, &mut out);
+        }
+        out
+    }
+
+    fn event<'a>(&mut self, event: Event<'a>, out: &mut Vec<Event<'a>>) {
+        match event {
+            // Block HTML: a paragraph of its source text, lines kept.
+            Event::Start(Tag::HtmlBlock) => {
+                self.in_html_block = true;
+                out.push(Event::Start(Tag::Paragraph));
+            }
+            Event::End(TagEnd::HtmlBlock) => {
+                self.in_html_block = false;
+                self.pending_break = false;
+                out.push(Event::End(TagEnd::Paragraph));
+            }
+            Event::Html(html) | Event::InlineHtml(html) if self.in_html_block => {
+                self.html_block_lines(&html, out);
+            }
+            // Inline HTML: the writer escapes text.
+            Event::Html(html) | Event::InlineHtml(html) => out.push(Event::Text(html)),
+
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
+                out.push(Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(
+                    language(&info).into(),
+                ))));
+            }
+
+            Event::Start(Tag::Table(alignments)) => {
+                self.table = Table {
+                    alignments,
+                    in_head: false,
+                    cell: 0,
+                };
+                out.push(html("<table>"));
+            }
+            Event::Start(Tag::TableHead) => {
+                self.table.in_head = true;
+                self.table.cell = 0;
+                out.push(html("<thead><tr>"));
+            }
+            Event::End(TagEnd::TableHead) => {
+                self.table.in_head = false;
+                out.push(html("</tr></thead><tbody>\n"));
+            }
+            Event::Start(Tag::TableRow) => {
+                self.table.cell = 0;
+                out.push(html("<tr>"));
+            }
+            Event::End(TagEnd::TableRow) => out.push(html("</tr>\n")),
+            Event::Start(Tag::TableCell) => {
+                let name = if self.table.in_head { "th" } else { "td" };
+                let align = match self.table.alignments.get(self.table.cell) {
+                    Some(Alignment::Left) => " align=\"left\"",
+                    Some(Alignment::Center) => " align=\"center\"",
+                    Some(Alignment::Right) => " align=\"right\"",
+                    Some(Alignment::None) | None => "",
+                };
+                out.push(html(format!("<{name}{align}>")));
+            }
+            Event::End(TagEnd::TableCell) => {
+                self.table.cell += 1;
+                out.push(html(if self.table.in_head { "</th>" } else { "</td>" }));
+            }
+            Event::End(TagEnd::Table) => out.push(html("</tbody></table>\n")),
+
+            other => out.push(other),
+        }
+    }
+
+    /// Lines of raw block HTML as text separated by hard breaks.
+    fn html_block_lines<'a>(&mut self, source: &str, out: &mut Vec<Event<'a>>) {
+        for line in source.split_inclusive('\n') {
+            if std::mem::take(&mut self.pending_break) {
+                out.push(Event::HardBreak);
+            }
+            let text = line.trim_end_matches(['\n', '\r']);
+            if !text.is_empty() {
+                out.push(Event::Text(CowStr::from(text.to_owned())));
+            }
+            self.pending_break = line.ends_with('\n');
+        }
+    }
+}
+
+/// Markup this module writes itself (never agent text).
+fn html<'a>(s: impl Into<CowStr<'a>>) -> Event<'a> {
+    Event::Html(s.into())
+}
+
+/// The language of a fenced code block's info string (` ```Rust,ignore ` →
+/// `rust`), or empty when it is not a plain language name.
+fn language(info: &str) -> String {
+    let first = info
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '{' | '}'))
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if sanitize::is_language_name(&first) {
+        first
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_use_align_attributes_not_styles() {
+        let out = markdown("| a | b | c |\n|:--|:-:|--:|\n| 1 | 2 | 3 |\n");
+        assert_eq!(
+            out,
+            "<table><thead><tr><th align=\"left\">a</th><th align=\"center\">b</th>\
+             <th align=\"right\">c</th></tr></thead><tbody>\n\
+             <tr><td align=\"left\">1</td><td align=\"center\">2</td><td align=\"right\">3</td></tr>\n\
+             </tbody></table>\n"
+        );
+    }
+
+    #[test]
+    fn task_lists_are_disabled_checkboxes() {
+        assert_eq!(
+            markdown("- [x] done\n- [ ] todo\n"),
+            "<ul>\n<li><input type=\"checkbox\" checked=\"\" disabled=\"\">\ndone</li>\n\
+             <li><input type=\"checkbox\" disabled=\"\">\ntodo</li>\n</ul>\n"
+        );
+    }
+
+    #[test]
+    fn strikethrough_is_del() {
+        assert_eq!(markdown("~~gone~~"), "<p><del>gone</del></p>\n");
+    }
+
+    #[test]
+    fn footnotes_link_to_prefixed_ids() {
+        let out = markdown("Claim.[^src]\n\n[^src]: The source.\n");
+        assert!(
+            out.contains(r##"<sup class="footnote-reference"><a href="#fn-src" rel="noopener noreferrer">1</a></sup>"##),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"<div class="footnote-definition" id="fn-src"><sup class="footnote-definition-label">1</sup>"#),
+            "{out}"
+        );
+        assert!(out.contains("The source."), "{out}");
+    }
+
+    #[test]
+    fn code_blocks_are_marked_with_their_language() {
+        assert_eq!(
+            markdown("```Rust,ignore\nfn main() {}\n```\n"),
+            "<pre><code class=\"language-rust\">fn main() {}\n</code></pre>\n"
+        );
+        assert_eq!(
+            markdown("```c++\nx\n```\n"),
+            "<pre><code class=\"language-c++\">x\n</code></pre>\n"
+        );
+        // Not a language name: no class at all.
+        assert_eq!(
+            markdown("```\"onmouseover=x\nx\n```\n"),
+            "<pre><code>x\n</code></pre>\n"
+        );
+        assert_eq!(
+            markdown("    indented\n"),
+            "<pre><code>indented\n</code></pre>\n"
+        );
+    }
+
+    #[test]
+    fn links_get_rel_noopener_noreferrer() {
+        assert_eq!(
+            markdown("[docs](https://example.com/a?b=1&c=2 \"Title\")"),
+            "<p><a href=\"https://example.com/a?b=1&amp;c=2\" title=\"Title\" rel=\"noopener noreferrer\">docs</a></p>\n"
+        );
+    }
+
+    #[test]
+    fn mailto_and_http_links_are_allowed() {
+        assert_eq!(
+            markdown("[mail](mailto:a@example.com) <http://example.com>"),
+            "<p><a href=\"mailto:a@example.com\" rel=\"noopener noreferrer\">mail</a> \
+             <a href=\"http://example.com\" rel=\"noopener noreferrer\">http://example.com</a></p>\n"
+        );
+        assert!(markdown("<a@example.com>").contains("href=\"mailto:a@example.com\""));
+    }
+
+    #[test]
+    fn other_link_targets_lose_their_href_and_keep_their_text() {
+        for target in ["ftp://x/y", "/api/tasks/t1", "relative.html", "tel:123"] {
+            assert_eq!(
+                markdown(&format!("[text]({target})")),
+                "<p><a rel=\"noopener noreferrer\">text</a></p>\n",
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
+    fn images_load_only_over_https() {
+        assert_eq!(
+            markdown("![chart](https://example.com/c.png \"t\")"),
+            "<p><img src=\"https://example.com/c.png\" alt=\"chart\" title=\"t\"></p>\n"
+        );
+        for src in [
+            "http://example.com/c.png",
+            "c.png",
+            "data:image/png;base64,AAAA",
+        ] {
+            assert_eq!(
+                markdown(&format!("![chart]({src})")),
+                "<p><img alt=\"chart\"></p>\n",
+                "{src}"
+            );
+        }
+    }
+
+    #[test]
+    fn raw_html_is_shown_as_text() {
+        assert_eq!(
+            markdown("a <b>bold</b> c"),
+            "<p>a &lt;b&gt;bold&lt;/b&gt; c</p>\n"
+        );
+        assert_eq!(
+            markdown("<div>\n<p>x</p>\n</div>\n"),
+            "<p>&lt;div&gt;<br>\n&lt;p&gt;x&lt;/p&gt;<br>\n&lt;/div&gt;</p>\n"
+        );
+    }
+
+    #[test]
+    fn headings_quotes_lists_and_rules_survive() {
+        let out = markdown("# T\n\n> q\n\n1. a\n2. b\n\n---\n\n**s** *e* `c`  \nz");
+        for needle in [
+            "<h1>T</h1>",
+            "<blockquote>\n<p>q</p>\n</blockquote>",
+            "<ol>\n<li>a</li>\n<li>b</li>\n</ol>",
+            "<hr>",
+            "<strong>s</strong>",
+            "<em>e</em>",
+            "<code>c</code>",
+            "<br>",
+        ] {
+            assert!(out.contains(needle), "{needle} missing from {out}");
+        }
+        assert!(markdown("3. c\n").contains("<ol start=\"3\">"));
+    }
+}

@@ -1,0 +1,157 @@
+//! The A2A 0.3 HTTP+JSON binding: `/a2a/{agent}/v1/...`, in the JSON form
+//! of the 0.3 protobuf (`a2a::v0_3_rest`). Operations are the same as for
+//! every other binding (`ops::execute`); errors use the same
+//! `google.rpc.Status` body as the 1.0 routes.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::ops::{self, Op, Outcome};
+use super::rest::{
+    Route, error_response, from, json_body, method_not_allowed, query_object, route, with,
+};
+use super::{AppState, base_url, requested_version};
+use crate::a2a::Error;
+use crate::a2a::types::{PushConfigRef, TaskIdRequest};
+use crate::a2a::v0_3::Dialect;
+use crate::a2a::v0_3_rest as wire;
+use crate::engine::Agent;
+
+/// Serves one `/v1/...` request; `rest` is the path after `v1/`.
+pub async fn handle(
+    state: &Arc<AppState>,
+    agent: &Arc<Agent>,
+    rest: &str,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    let owner = match state.access.authenticate(headers) {
+        Ok(o) => o,
+        Err(e) => {
+            let mut resp = error_response(&e, false);
+            if let Ok(v) = HeaderValue::from_str(&state.access.challenge()) {
+                resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            return resp;
+        }
+    };
+    if let Err(e) = requested_version(headers, uri) {
+        return error_response(&e, false);
+    }
+    let parsed = if rest.trim_end_matches('/') == "card" {
+        Some(Route::ExtendedCard)
+    } else {
+        route(rest)
+    };
+    let Some(route) = parsed.filter(|r| *r != Route::Card) else {
+        return error_response(
+            &Error::NotFound(format!("no A2A 0.3 route `{}`", uri.path())),
+            false,
+        );
+    };
+    let allowed = route.allowed();
+    let op = match to_op(state, route, method, uri, headers, body).await {
+        Ok(op) => op,
+        Err(e) if e == Error::MethodNotFound(String::new()) => {
+            return method_not_allowed(method, uri, allowed, false);
+        }
+        Err(e) => return error_response(&e, false),
+    };
+    let base = base_url(state, headers);
+    let outcome = match ops::execute(state, agent, &owner, op, &base, Dialect::V03).await {
+        Ok(o) => o,
+        Err(e) => return error_response(&e, false),
+    };
+    let body = match outcome {
+        Outcome::Stream(events) => {
+            let stream = events.map(|item| {
+                let data = wire::encode_event(&item.event, item.last).to_string();
+                Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
+            });
+            return Sse::new(stream)
+                .keep_alive(KeepAlive::default())
+                .into_response();
+        }
+        Outcome::Sent(r) => wire::encode_send_response(&r),
+        Outcome::Task(t, _) => wire::encode_task(&t),
+        Outcome::Tasks(l) => json!({
+            "tasks": l.tasks.iter().map(wire::encode_task).collect::<Vec<_>>(),
+            "nextPageToken": l.next_page_token,
+        }),
+        Outcome::PushConfig(c) => wire::encode_push_config(&c),
+        Outcome::PushConfigs(l) => json!({
+            "configs": l.configs.iter().map(wire::encode_push_config).collect::<Vec<_>>(),
+            "nextPageToken": l.next_page_token,
+        }),
+        Outcome::Deleted => json!({}),
+        Outcome::Card(c) => super::card::v0_3_card(&c),
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn empty() -> Value {
+    Value::Object(Default::default())
+}
+
+async fn to_op(
+    state: &Arc<AppState>,
+    route: Route,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Op, Error> {
+    let id_req = |id: String| TaskIdRequest {
+        tenant: None,
+        id,
+        metadata: None,
+    };
+    Ok(match (route, method.clone()) {
+        (Route::Send, Method::POST) => {
+            Op::SendMessage(wire::decode_send(&json_body(state, headers, body).await?)?)
+        }
+        (Route::Stream, Method::POST) => {
+            Op::SendStreamingMessage(wire::decode_send(&json_body(state, headers, body).await?)?)
+        }
+        (Route::ListTasks, Method::GET) => Op::ListTasks(from(query_object(uri)?)?),
+        (Route::Task(id), Method::GET) => Op::GetTask(from(with(query_object(uri)?, "id", &id))?),
+        (Route::Cancel(id), Method::POST) => {
+            // The body, if any, only repeats the name (`{"name": "tasks/…"}`).
+            json_body(state, headers, body).await?;
+            Op::CancelTask(id_req(id))
+        }
+        (Route::Subscribe(id), Method::GET | Method::POST) => Op::SubscribeToTask(id_req(id)),
+        (Route::PushConfigs(id), Method::POST) => Op::CreatePushConfig(wire::decode_push_config(
+            &json_body(state, headers, body).await?,
+            &id,
+        )?),
+        (Route::PushConfigs(id), Method::GET) => {
+            Op::ListPushConfigs(from(with(query_object(uri)?, "taskId", &id))?)
+        }
+        (Route::PushConfig(task_id, id), Method::GET) => Op::GetPushConfig(from::<PushConfigRef>(
+            with(with(empty(), "taskId", &task_id), "id", &id),
+        )?),
+        (Route::PushConfig(task_id, id), Method::DELETE) => {
+            Op::DeletePushConfig(from::<PushConfigRef>(with(
+                with(empty(), "taskId", &task_id),
+                "id",
+                &id,
+            ))?)
+        }
+        (Route::ExtendedCard, Method::GET) => Op::GetExtendedAgentCard,
+        _ => return Err(Error::MethodNotFound(String::new())),
+    })
+}
