@@ -420,29 +420,25 @@ async fn v1_as_a_tenant_is_used_when_the_caller_says_1_0() {
 // ------------------------------------------------------------ cards
 
 #[tokio::test]
-async fn root_card_is_strictly_1_0_and_agent_cards_serve_both_generations() {
-    let s = Server::start(Some(TCK_CONFIG));
+async fn cards_are_merged_for_headerless_callers_and_strict_for_1_0_or_by_config() {
+    let s = Server::start(Some("[[agents]]\nid = \"tck\"\n"));
     let c = s.client();
-    let root: Value = c
-        .http
-        .get(format!("{}/.well-known/agent-card.json", c.base))
-        .send()
+    let get = |path: &str, v1: bool| {
+        let mut req = c.http.get(format!("{}{path}", c.base));
+        if v1 {
+            req = req.header("A2A-Version", "1.0");
+        }
+        async move { req.send().await.unwrap() }
+    };
+    // A header-less caller may be a 0.3 client: it gets the merged card.
+    let root: Value = get("/.well-known/agent-card.json", false)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
-    for k in [
-        "url",
-        "preferredTransport",
-        "protocolVersion",
-        "additionalInterfaces",
-    ] {
-        assert!(
-            root.get(k).is_none(),
-            "root card must be strict 1.0, has {k}"
-        );
-    }
+    assert_eq!(root["url"], format!("{}/a2a/tck", c.base));
+    assert_eq!(root["preferredTransport"], "JSONRPC");
+    assert_eq!(root["protocolVersion"], "0.3.0");
     let versions: Vec<&str> = root["supportedInterfaces"]
         .as_array()
         .unwrap()
@@ -454,46 +450,59 @@ async fn root_card_is_strictly_1_0_and_agent_cards_serve_both_generations() {
         ["1.0", "1.0", "0.3", "0.3"],
         "1.0 interfaces come first"
     );
-
-    let resp = c
-        .http
-        .get(format!("{}/a2a/tck/.well-known/agent-card.json", c.base))
-        .send()
+    // A 1.0 caller gets the strict card.
+    for path in [
+        "/.well-known/agent-card.json",
+        "/a2a/tck/.well-known/agent-card.json",
+    ] {
+        let resp = get(path, true).await;
+        assert!(
+            resp.headers()["vary"]
+                .to_str()
+                .unwrap()
+                .contains("A2A-Version")
+        );
+        let strict: Value = resp.json().await.unwrap();
+        for k in [
+            "url",
+            "preferredTransport",
+            "protocolVersion",
+            "additionalInterfaces",
+        ] {
+            assert!(strict.get(k).is_none(), "{path}: the strict card has {k}");
+        }
+    }
+    let merged: Value = get("/a2a/tck/.well-known/agent-card.json", false)
+        .await
+        .json()
         .await
         .unwrap();
-    assert!(
-        resp.headers()["vary"]
-            .to_str()
-            .unwrap()
-            .contains("A2A-Version")
-    );
-    let merged: Value = resp.json().await.unwrap();
     assert_eq!(merged["url"], format!("{}/a2a/tck", c.base));
-    assert_eq!(merged["preferredTransport"], "JSONRPC");
-    assert_eq!(merged["protocolVersion"], "0.3.0");
-    assert!(merged["supportedInterfaces"].is_array());
-    let strict: Value = c
+    // `[cards] compat = "strict"` (the 1.0 TCK config) serves the strict card to
+    // everyone; agent.json stays merged.
+    let strict_server = Server::start(Some(TCK_CONFIG));
+    let sc = strict_server.client();
+    let root: Value = sc
         .http
-        .get(format!("{}/a2a/tck/.well-known/agent-card.json", c.base))
-        .header("A2A-Version", "1.0")
+        .get(format!("{}/.well-known/agent-card.json", sc.base))
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    assert!(strict.get("url").is_none());
+    assert!(root.get("url").is_none());
     for path in ["/.well-known/agent.json", "/a2a/tck/.well-known/agent.json"] {
-        let legacy: Value = c
+        let legacy: Value = sc
             .http
-            .get(format!("{}{path}", c.base))
+            .get(format!("{}{path}", sc.base))
             .send()
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-        assert_eq!(legacy["url"], format!("{}/a2a/tck", c.base), "{path}");
+        assert_eq!(legacy["url"], format!("{}/a2a/tck", sc.base), "{path}");
     }
 }
 

@@ -527,16 +527,18 @@ async fn json_rpc_envelope_errors_get_the_right_codes() {
         ),
         ("empty batch", json!([]), -32600, Value::Null),
         ("not an object", json!("SendMessage"), -32600, Value::Null),
+        // Without an id the call is still answered (with a null id), so the
+        // caller learns what is wrong with the rest of it.
         (
-            "missing id",
-            json!({"jsonrpc": "2.0", "method": "SendMessage", "params": ok_params}),
-            -32600,
+            "missing id, unknown method",
+            json!({"jsonrpc": "2.0", "method": "NoSuchMethod", "params": {}}),
+            -32601,
             Value::Null,
         ),
         (
-            "null id",
-            json!({"jsonrpc": "2.0", "id": null, "method": "SendMessage", "params": ok_params}),
-            -32600,
+            "null id, bad params",
+            json!({"jsonrpc": "2.0", "id": null, "method": "SendMessage", "params": {"message": 5}}),
+            -32602,
             Value::Null,
         ),
         (

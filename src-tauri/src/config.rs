@@ -30,7 +30,29 @@ pub struct Config {
     #[serde(default)]
     pub access: Access,
     #[serde(default)]
+    pub cards: CardsConfig,
+    #[serde(default)]
     pub agents: Vec<AgentConfig>,
+}
+
+/// Which shape agent cards take for callers that do not say they speak 1.0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CardCompat {
+    /// The 1.0 card plus the 0.3 fields (`url`, `preferredTransport`, …):
+    /// clients of both generations discover the agent.
+    #[default]
+    Merged,
+    /// Always the pure 1.0 card, for validators that refuse unknown fields;
+    /// 0.3 clients then find the merged card at `/.well-known/agent.json`.
+    Strict,
+}
+
+/// Agent card settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CardsConfig {
+    pub compat: CardCompat,
 }
 
 /// Bounds on what a request may carry.
@@ -276,6 +298,7 @@ impl Config {
             limits: Limits::default(),
             store: StoreConfig::default(),
             access: Access::default(),
+            cards: CardsConfig::default(),
             agents: Vec::new(),
         })
     }

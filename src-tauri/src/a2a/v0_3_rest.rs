@@ -28,18 +28,21 @@ fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, Error> {
 /// A field by its JSON name, or by its proto field name (`message_id`):
 /// ProtoJSON readers accept both, and some 0.3 clients send the latter.
 fn get<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    m.get(key).or_else(|| {
-        let mut snake = String::with_capacity(key.len() + 4);
-        for c in key.chars() {
-            if c.is_ascii_uppercase() {
-                snake.push('_');
-                snake.push(c.to_ascii_lowercase());
-            } else {
-                snake.push(c);
-            }
+    m.get(key).or_else(|| m.get(&proto_name(key)))
+}
+
+/// The proto field name of a JSON name: `contextId` → `context_id`.
+pub fn proto_name(json_name: &str) -> String {
+    let mut out = String::with_capacity(json_name.len() + 4);
+    for c in json_name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
         }
-        m.get(&snake)
-    })
+    }
+    out
 }
 
 fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<String>, Error> {

@@ -225,34 +225,38 @@ fn to_json(card: &AgentCard) -> Value {
     serde_json::to_value(card).unwrap_or(Value::Null)
 }
 
-/// `GET /.well-known/agent-card.json`: the first agent's card, strictly in
-/// the 1.0 shape (validators such as the 1.0 conformance kit refuse any field
-/// the 1.0 card does not define).
-pub async fn root_card(State(state): State<Shared>, headers: HeaderMap) -> Response {
+/// `GET /.well-known/agent-card.json`: the first agent's card (see
+/// [`agent_card`] for its shape).
+pub async fn root_card(
+    State(state): State<Shared>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
     match state.engine.agents().first() {
-        Some(agent) => {
-            let card = public_card(&state, agent, &base_url(&state, &headers));
-            card_response(&state, &to_json(&card), &headers, false)
-        }
+        Some(agent) => agent_card(&state, agent, &headers, &uri),
         None => rest::error_response(&Error::NotFound("no agents are configured".into()), false),
     }
 }
 
-/// `GET /.well-known/agent.json`: the first agent's card for pre-1.0
-/// clients (the merged card; see [`merged_card`]).
+/// `GET /.well-known/agent.json` (and `/a2a/{agent}/.well-known/agent.json`):
+/// the card under its pre-0.3 name, always merged (see [`merged_card`]).
 pub async fn root_legacy_card(State(state): State<Shared>, headers: HeaderMap) -> Response {
     match state.engine.agents().first() {
-        Some(agent) => {
-            let card = public_card(&state, agent, &base_url(&state, &headers));
-            card_response(&state, &merged_card(&card), &headers, false)
-        }
+        Some(agent) => legacy_card(&state, agent, &headers),
         None => rest::error_response(&Error::NotFound("no agents are configured".into()), false),
     }
 }
 
-/// `GET /a2a/{agent}/.well-known/agent-card.json` (and `agent.json`): the
-/// strict 1.0 card when the request says `A2A-Version: 1.x`, otherwise the
-/// merged card that 0.3 and earlier clients can read too.
+/// The merged card of `agent`, for the `agent.json` paths.
+pub fn legacy_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) -> Response {
+    let card = public_card(state, agent, &base_url(state, headers));
+    card_response(state, &merged_card(&card), headers, false)
+}
+
+/// `GET /a2a/{agent}/.well-known/agent-card.json`: the strict 1.0 card when
+/// the request says `A2A-Version: 1.x` or `[cards] compat = "strict"`;
+/// otherwise the merged card that 0.3 clients can read too (no header tells
+/// a 0.3 client from a strict 1.0 validator: both send none).
 pub fn agent_card(
     state: &Arc<AppState>,
     agent: &Agent,
@@ -260,10 +264,11 @@ pub fn agent_card(
     uri: &axum::http::Uri,
 ) -> Response {
     let card = public_card(state, agent, &base_url(state, headers));
-    let strict = matches!(
-        super::requested_version(headers, uri),
-        Ok(Some(super::Version::V1))
-    );
+    let strict = state.config.cards.compat == crate::config::CardCompat::Strict
+        || matches!(
+            super::requested_version(headers, uri),
+            Ok(Some(super::Version::V1))
+        );
     let body = if strict {
         to_json(&card)
     } else {

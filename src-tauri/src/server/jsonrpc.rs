@@ -284,14 +284,10 @@ fn envelope(req: Value) -> Result<(Value, String, Value), (Value, Error)> {
     };
     let id = match obj.remove("id") {
         Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(Value::Null) | None => {
-            return Err((
-                Value::Null,
-                Error::InvalidRequest(
-                    "`id` must be a string or number; notifications are not supported".into(),
-                ),
-            ));
-        }
+        // Without an id JSON-RPC would call this a notification and answer
+        // nothing; A2A has no notifications, and callers are better served by
+        // an answer (with a null id) than by silence.
+        Some(Value::Null) | None => Value::Null,
         Some(_) => {
             return Err((
                 Value::Null,
@@ -336,9 +332,22 @@ async fn respond(
     id: Value,
     dialect: Dialect,
 ) -> Response {
+    let streaming = matches!(op, Op::SendStreamingMessage(_) | Op::SubscribeToTask(_));
     let outcome = match ops::execute(state, agent, owner, op, base, dialect).await {
         Ok(o) => o,
-        Err(e) => return error_response(&id, &e, None),
+        Err(e) => {
+            // A 0.3 client that asked for a stream of an unknown task gets
+            // the error as the stream's one event (what 0.3 clients and the 0.3
+            // conformance kit read); 1.0 callers get a plain JSON error.
+            if streaming && dialect != Dialect::V1 && matches!(e, Error::TaskNotFound(_)) {
+                let data = error_body(&id, &e).to_string();
+                let one = futures::stream::once(async move {
+                    Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
+                });
+                return Sse::new(one).into_response();
+            }
+            return error_response(&id, &e, None);
+        }
     };
     if let Outcome::Stream(events) = outcome {
         let stream = events.map(move |item| {

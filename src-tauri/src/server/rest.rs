@@ -62,6 +62,7 @@ pub(super) fn wants_a2a_json(headers: &HeaderMap) -> bool {
 #[derive(Debug, PartialEq)]
 pub(super) enum Route {
     Card,
+    LegacyCard,
     Send,
     Stream,
     ListTasks,
@@ -77,7 +78,11 @@ impl Route {
     /// The methods a route takes, for the `Allow` header of a 405.
     pub(super) fn allowed(&self) -> &'static str {
         match self {
-            Route::Card | Route::ListTasks | Route::Task(_) | Route::ExtendedCard => "GET",
+            Route::Card
+            | Route::LegacyCard
+            | Route::ListTasks
+            | Route::Task(_)
+            | Route::ExtendedCard => "GET",
             Route::Send | Route::Stream | Route::Cancel(_) => "POST",
             Route::Subscribe(_) | Route::PushConfigs(_) => "GET, POST",
             Route::PushConfig(..) => "GET, DELETE",
@@ -87,8 +92,11 @@ impl Route {
 
 pub(super) fn route(rest: &str) -> Option<Route> {
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    if segs == [".well-known", "agent-card.json"] || segs == [".well-known", "agent.json"] {
+    if segs == [".well-known", "agent-card.json"] {
         return Some(Route::Card);
+    }
+    if segs == [".well-known", "agent.json"] {
+        return Some(Route::LegacyCard);
     }
     let known = |s: &str| s == "tasks" || s.starts_with("message:") || s == "extendedAgentCard";
     // An optional tenant segment comes first.
@@ -119,6 +127,16 @@ pub(super) fn route(rest: &str) -> Option<Route> {
 pub(super) fn query_object(uri: &Uri) -> Result<Value, Error> {
     let mut obj = Map::new();
     for (k, v) in url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        // Proto field names (`history_length`) are accepted as their JSON names.
+        let k: std::borrow::Cow<str> = match k.as_ref() {
+            "history_length" => "historyLength".into(),
+            "page_size" => "pageSize".into(),
+            "page_token" => "pageToken".into(),
+            "context_id" => "contextId".into(),
+            "include_artifacts" => "includeArtifacts".into(),
+            "status_timestamp_after" => "statusTimestampAfter".into(),
+            _ => k,
+        };
         let value = match k.as_ref() {
             "pageSize" | "historyLength" => Value::Number(
                 v.parse::<i32>()
@@ -187,11 +205,14 @@ pub async fn handle(
             a2a_json,
         );
     };
-    if route == Route::Card {
-        if matches!(method, Method::GET | Method::HEAD) {
+    if matches!(route, Route::Card | Route::LegacyCard) {
+        if !matches!(method, Method::GET | Method::HEAD) {
+            return method_not_allowed(&method, &uri, route.allowed(), a2a_json);
+        }
+        if route == Route::Card {
             return card::agent_card(&state, &agent, &headers, &uri);
         }
-        return method_not_allowed(&method, &uri, route.allowed(), a2a_json);
+        return card::legacy_card(&state, &agent, &headers);
     }
     let owner = match state.access.authenticate(&headers) {
         Ok(o) => o,

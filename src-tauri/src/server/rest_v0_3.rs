@@ -51,15 +51,15 @@ pub async fn handle(
     } else {
         route(rest)
     };
-    let Some(route) = parsed.filter(|r| *r != Route::Card) else {
+    let Some(route) = parsed.filter(|r| !matches!(r, Route::Card | Route::LegacyCard)) else {
         return error_response(
             &Error::NotFound(format!("no A2A 0.3 route `{}`", uri.path())),
             false,
         );
     };
     let allowed = route.allowed();
-    let op = match to_op(state, route, method, uri, headers, body).await {
-        Ok(op) => op,
+    let (op, proto_names) = match to_op(state, route, method, uri, headers, body).await {
+        Ok(x) => x,
         Err(e) if e == Error::MethodNotFound(String::new()) => {
             return method_not_allowed(method, uri, allowed, false);
         }
@@ -72,8 +72,9 @@ pub async fn handle(
     };
     let body = match outcome {
         Outcome::Stream(events) => {
-            let stream = events.map(|item| {
-                let data = wire::encode_event(&item.event, item.last).to_string();
+            let stream = events.map(move |item| {
+                let data =
+                    styled(wire::encode_event(&item.event, item.last), proto_names).to_string();
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
             return Sse::new(stream)
@@ -94,12 +95,59 @@ pub async fn handle(
         Outcome::Deleted => json!({}),
         Outcome::Card(c) => super::card::v0_3_card(&c),
     };
+    let body = styled(body, proto_names);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
         .into_response()
+}
+
+/// Whether a request spells fields by their proto names (`message_id`)
+/// rather than their JSON names (`messageId`). ProtoJSON allows both; we
+/// answer in the caller's spelling, since some 0.3 clients read only one.
+fn uses_proto_names(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => {
+            m.contains_key("request")
+                || m.keys().any(|k| k.contains('_'))
+                || ["message", "configuration"]
+                    .iter()
+                    .any(|k| m.get(*k).is_some_and(uses_proto_names))
+        }
+        _ => false,
+    }
+}
+
+/// Renames JSON names to proto names (`contextId` → `context_id`) when the
+/// caller used them, leaving the contents of `metadata` and data parts alone.
+fn styled(v: Value, proto_names: bool) -> Value {
+    if proto_names { to_proto_names(v) } else { v }
+}
+
+fn to_proto_names(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("metadata", v) => v,
+                        // A DataPart: `{"data": {"data": <caller's JSON>}}`.
+                        ("data", Value::Object(inner))
+                            if inner.len() == 1 && inner.contains_key("data") =>
+                        {
+                            Value::Object(inner)
+                        }
+                        (_, v) => to_proto_names(v),
+                    };
+                    (wire::proto_name(&k), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(to_proto_names).collect()),
+        other => other,
+    }
 }
 
 fn empty() -> Value {
@@ -113,18 +161,26 @@ async fn to_op(
     uri: &Uri,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Op, Error> {
+) -> Result<(Op, bool), Error> {
     let id_req = |id: String| TaskIdRequest {
         tenant: None,
         id,
         metadata: None,
     };
-    Ok(match (route, method.clone()) {
-        (Route::Send, Method::POST) => {
-            Op::SendMessage(wire::decode_send(&json_body(state, headers, body).await?)?)
-        }
-        (Route::Stream, Method::POST) => {
-            Op::SendStreamingMessage(wire::decode_send(&json_body(state, headers, body).await?)?)
+    let query_proto_names = uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv.split('=').next().is_some_and(|k| k.contains('_')))
+    });
+    let op = match (route, method.clone()) {
+        (route @ (Route::Send | Route::Stream), Method::POST) => {
+            let v = json_body(state, headers, body).await?;
+            let req = wire::decode_send(&v)?;
+            let op = if route == Route::Stream {
+                Op::SendStreamingMessage(req)
+            } else {
+                Op::SendMessage(req)
+            };
+            return Ok((op, uses_proto_names(&v)));
         }
         (Route::ListTasks, Method::GET) => Op::ListTasks(from(query_object(uri)?)?),
         (Route::Task(id), Method::GET) => Op::GetTask(from(with(query_object(uri)?, "id", &id))?),
@@ -153,5 +209,6 @@ async fn to_op(
         }
         (Route::ExtendedCard, Method::GET) => Op::GetExtendedAgentCard,
         _ => return Err(Error::MethodNotFound(String::new())),
-    })
+    };
+    Ok((op, query_proto_names))
 }
