@@ -6,8 +6,10 @@
 //! already durable, in the order it was stored.
 
 pub mod backend;
+pub mod decide;
 pub mod events;
 pub mod lifecycle;
+pub mod queue;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,7 +125,8 @@ impl Engine {
 
     /// After a restart: runs of scripted agents that were cut off mid-way
     /// cannot resume, so their tasks fail with a message saying why rather
-    /// than hang in `working` for ever. Parked tasks are untouched.
+    /// than hang in `working` for ever; parked tasks are untouched; and
+    /// decisions recorded but not yet applied are applied now.
     pub async fn recover(&self) -> Result<usize, Error> {
         let scripted: Vec<String> = self
             .agents()
@@ -146,6 +149,11 @@ impl Engine {
             )]);
             self.apply(id, Step::Status(TaskState::Failed, Some(msg)))
                 .await?;
+        }
+        // Decisions recorded before the stop but not yet applied.
+        let resumed = self.resume_decisions().await?;
+        if resumed > 0 {
+            tracing::info!("applied {resumed} decision(s) recorded before the last stop");
         }
         Ok(stuck.len())
     }
@@ -431,6 +439,14 @@ impl Engine {
                                 timestamp: Some(format_timestamp(now)),
                             };
                             tasks::set_status(conn, &tid, &status, now)?;
+                            crate::store::queue::sync_turn(
+                                conn,
+                                &tid,
+                                &h.agent_id,
+                                h.state,
+                                state,
+                                now,
+                            )?;
                             (
                                 state,
                                 StreamResponse::StatusUpdate(TaskStatusUpdateEvent {

@@ -6,6 +6,7 @@
 //! never acknowledges anything a crash could lose.
 
 mod schema;
+pub mod queue;
 pub mod tasks;
 mod writer;
 

@@ -60,6 +60,41 @@ const MIGRATIONS: &[&str] = &[
     // 2: the dialect a task was created in (`v1`, `v0.3`, `legacy`), so that
     // methods both old dialects share (`tasks/get`) answer in the right shape.
     "ALTER TABLE tasks ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';",
+    // 3: the approval queue. Each time a task is parked (enters
+    // input-required or auth-required) a turn opens; a person decides a turn
+    // at most once (UNIQUE turn_id). `turn_search` indexes the text people
+    // search for (the request's first line, later the decision).
+    "CREATE TABLE turns (
+        id          TEXT PRIMARY KEY,
+        task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        agent_id    TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        state       INTEGER NOT NULL,
+        preview     TEXT NOT NULL,
+        opened_ms   INTEGER NOT NULL,
+        closed_ms   INTEGER,
+        outcome     TEXT
+    );
+    CREATE INDEX turns_open ON turns(opened_ms) WHERE closed_ms IS NULL;
+    CREATE INDEX turns_open_by_agent ON turns(agent_id, opened_ms) WHERE closed_ms IS NULL;
+    CREATE INDEX turns_by_task ON turns(task_id, opened_ms);
+    CREATE TABLE decisions (
+        id           TEXT PRIMARY KEY,
+        turn_id      TEXT NOT NULL UNIQUE REFERENCES turns(id) ON DELETE CASCADE,
+        task_id      TEXT NOT NULL,
+        agent_id     TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        actor        TEXT NOT NULL,
+        created_ms   INTEGER NOT NULL,
+        delivery     TEXT NOT NULL,
+        delivery_error TEXT,
+        delivered_ms INTEGER
+    );
+    CREATE INDEX decisions_by_time ON decisions(created_ms);
+    CREATE INDEX decisions_by_agent ON decisions(agent_id, created_ms);
+    CREATE INDEX decisions_pending ON decisions(created_ms) WHERE delivery = 'pending';
+    CREATE VIRTUAL TABLE turn_search USING fts5(turn_id UNINDEXED, text);",
 ];
 
 /// Brings the database up to the newest schema.

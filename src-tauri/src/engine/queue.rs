@@ -1,0 +1,341 @@
+//! The approval queue as people see it: open turns (filtered, sorted,
+//! paged), a task with its turns and decisions, and the history of
+//! decisions with JSON Lines / CSV export.
+
+use base64::Engine as _;
+use serde::Serialize;
+
+use super::Engine;
+use crate::a2a::types::{Task, TaskState};
+use crate::store::queue::{self as q, DecisionRecord, HistoryFilter, QueueFilter, Turn};
+use crate::store::tasks;
+
+/// Largest page the queue and history hand out.
+pub const MAX_PAGE: usize = 500;
+
+/// What a person asks of the queue.
+#[derive(Debug, Clone, Default)]
+pub struct QueueQuery {
+    pub agent_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub text: Option<String>,
+    pub newest_first: bool,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// A page of parked tasks.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuePage {
+    pub items: Vec<Turn>,
+    pub total: i64,
+    /// Open turns per agent: `{"inbox": 3}`.
+    pub counts: serde_json::Map<String, serde_json::Value>,
+    /// Pass back as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A task with everything a person needs to decide on it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskDetail {
+    pub task: Task,
+    pub agent_id: String,
+    pub dialect: String,
+    pub turns: Vec<Turn>,
+    pub decisions: Vec<DecisionRecord>,
+    /// The turn waiting for a decision, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_turn: Option<Turn>,
+}
+
+/// One decided turn.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryItem {
+    pub decision: DecisionRecord,
+    pub turn: Turn,
+}
+
+/// A page of history, newest decision first.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPage {
+    pub items: Vec<HistoryItem>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Why a queue or history request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no task `{0}`")]
+    NotFound(String),
+    #[error("storage failure: {0}")]
+    Store(#[from] crate::store::Error),
+}
+
+fn encode_cursor(ms: i64, id: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{ms}:{id}"))
+}
+
+fn decode_cursor(c: &str) -> Result<(i64, String), QueryError> {
+    let bad = || QueryError::Invalid(format!("cursor `{c}` is not one this server issued"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c)
+        .map_err(|_| bad())?;
+    let s = String::from_utf8(raw).map_err(|_| bad())?;
+    let (ms, id) = s.split_once(':').ok_or_else(bad)?;
+    Ok((ms.parse().map_err(|_| bad())?, id.to_owned()))
+}
+
+/// A cursor holding `(time, position)`.
+fn decode_position(c: &str) -> Result<(i64, i64), QueryError> {
+    let (ms, pos) = decode_cursor(c)?;
+    let pos = pos
+        .parse()
+        .map_err(|_| QueryError::Invalid(format!("cursor `{c}` is not one this server issued")))?;
+    Ok((ms, pos))
+}
+
+fn page_limit(limit: Option<usize>) -> Result<usize, QueryError> {
+    match limit {
+        None => Ok(50),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(n) => Err(QueryError::Invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}, got {n}"
+        ))),
+    }
+}
+
+impl Engine {
+    /// Parked tasks, oldest first unless `newest_first`.
+    pub async fn queue(&self, query: QueueQuery) -> Result<QueuePage, QueryError> {
+        if let Some(s) = query.state
+            && !s.is_interrupted()
+        {
+            return Err(QueryError::Invalid(format!(
+                "the queue holds input-required and auth-required tasks, not {}",
+                s.short_name()
+            )));
+        }
+        let filter = QueueFilter {
+            agent_id: query.agent_id.filter(|a| !a.is_empty()),
+            state: query.state,
+            text: query.text.filter(|t| !t.trim().is_empty()),
+            newest_first: query.newest_first,
+            limit: page_limit(query.limit)?,
+            after: query
+                .cursor
+                .as_deref()
+                .filter(|c| !c.is_empty())
+                .map(decode_position)
+                .transpose()?,
+        };
+        let page = self
+            .inner
+            .store
+            .read(move |conn| q::list_queue(conn, &filter))
+            .await?;
+        let next_cursor = if page.more {
+            page.turns
+                .last()
+                .map(|(t, pos)| encode_cursor(t.opened_ms, &pos.to_string()))
+        } else {
+            None
+        };
+        Ok(QueuePage {
+            counts: page
+                .counts
+                .into_iter()
+                .map(|(a, n)| (a, n.into()))
+                .collect(),
+            items: page.turns.into_iter().map(|(t, _)| t).collect(),
+            total: page.total,
+            next_cursor,
+        })
+    }
+
+    /// A task with its turns and decisions (whoever created it: the person
+    /// sees every task).
+    pub async fn task_detail(&self, task_id: &str) -> Result<TaskDetail, QueryError> {
+        let tid = task_id.to_owned();
+        let found = self
+            .inner
+            .store
+            .read(move |conn| {
+                let Some((head, task)) = tasks::load(conn, &tid, None, true)? else {
+                    return Ok(None);
+                };
+                let turns = q::turns_of_task(conn, &tid)?;
+                let decisions = q::decisions_of_task(conn, &tid)?;
+                Ok(Some((head, task, turns, decisions)))
+            })
+            .await?;
+        let (head, task, turns, decisions) =
+            found.ok_or_else(|| QueryError::NotFound(task_id.to_owned()))?;
+        let open_turn = turns.iter().find(|t| t.closed_ms.is_none()).cloned();
+        Ok(TaskDetail {
+            task,
+            agent_id: head.agent_id,
+            dialect: head.dialect,
+            turns,
+            decisions,
+            open_turn,
+        })
+    }
+
+    /// Decided turns, newest first.
+    pub async fn history(
+        &self,
+        agent_id: Option<String>,
+        text: Option<String>,
+        limit: Option<usize>,
+        cursor: Option<String>,
+    ) -> Result<HistoryPage, QueryError> {
+        let filter = HistoryFilter {
+            agent_id: agent_id.filter(|a| !a.is_empty()),
+            text: text.filter(|t| !t.trim().is_empty()),
+            limit: page_limit(limit)?,
+            before: cursor
+                .as_deref()
+                .filter(|c| !c.is_empty())
+                .map(decode_position)
+                .transpose()?,
+        };
+        let (rows, more) = self
+            .inner
+            .store
+            .read(move |conn| q::list_history(conn, &filter))
+            .await?;
+        let next_cursor = if more {
+            rows.last()
+                .map(|(d, _, pos)| encode_cursor(d.created_ms, &pos.to_string()))
+        } else {
+            None
+        };
+        Ok(HistoryPage {
+            items: rows
+                .into_iter()
+                .map(|(decision, turn, _)| HistoryItem { decision, turn })
+                .collect(),
+            next_cursor,
+        })
+    }
+
+    /// The whole (filtered) history, newest first, in pages of [`MAX_PAGE`].
+    pub async fn history_all(
+        &self,
+        agent_id: Option<String>,
+        text: Option<String>,
+    ) -> Result<Vec<HistoryItem>, QueryError> {
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self
+                .history(agent_id.clone(), text.clone(), Some(MAX_PAGE), cursor)
+                .await?;
+            out.extend(page.items);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+/// History as JSON Lines: one decision with its turn per line.
+pub fn to_jsonl(items: &[HistoryItem]) -> String {
+    let mut out = String::new();
+    for item in items {
+        out.push_str(&serde_json::to_string(item).unwrap_or_default());
+        out.push('\n');
+    }
+    out
+}
+
+/// History as CSV (RFC 4180): one row per decision.
+pub fn to_csv(items: &[HistoryItem]) -> String {
+    let header = [
+        "decision_id",
+        "decided_at",
+        "kind",
+        "actor",
+        "delivery",
+        "delivery_error",
+        "task_id",
+        "agent_id",
+        "turn_id",
+        "state",
+        "request",
+        "parked_at",
+        "payload",
+    ];
+    let mut out = header.join(",");
+    out.push_str("\r\n");
+    for i in items {
+        let d = &i.decision;
+        let row = [
+            d.id.clone(),
+            crate::a2a::types::format_timestamp(d.created_ms),
+            d.kind.clone(),
+            d.actor.clone(),
+            d.delivery.clone(),
+            d.delivery_error.clone().unwrap_or_default(),
+            d.task_id.clone(),
+            d.agent_id.clone(),
+            d.turn_id.clone(),
+            i.turn.state.short_name().to_owned(),
+            i.turn.preview.clone(),
+            crate::a2a::types::format_timestamp(i.turn.opened_ms),
+            d.payload.to_string(),
+        ];
+        out.push_str(
+            &row.iter()
+                .map(|f| csv_field(f))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// Quotes a CSV field when needed; a leading `=`, `+`, `-` or `@` is
+/// prefixed with `'` so spreadsheets do not run agent text as a formula.
+fn csv_field(f: &str) -> String {
+    let f = if f.starts_with(['=', '+', '-', '@']) {
+        format!("'{f}")
+    } else {
+        f.to_owned()
+    };
+    if f.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", f.replace('"', "\"\""))
+    } else {
+        f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_and_formulas_defused() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+    }
+
+    #[test]
+    fn cursors_round_trip_and_bad_ones_are_refused() {
+        let c = encode_cursor(42, "abc");
+        assert_eq!(decode_cursor(&c).unwrap(), (42, "abc".to_owned()));
+        assert!(decode_cursor("!!").is_err());
+    }
+}

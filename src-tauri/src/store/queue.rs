@@ -1,0 +1,503 @@
+//! Queries on the approval queue: turns (one per parking of a task) and the
+//! decisions people make on them.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Error, Result};
+use crate::a2a::types::{Message, Role, TaskState};
+
+/// One parking of a task: open until the task moves on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    pub id: String,
+    pub task_id: String,
+    pub agent_id: String,
+    /// `served` (our agent) or `watched` (a peer's task).
+    pub source: String,
+    #[serde(serialize_with = "short_state")]
+    pub state: TaskState,
+    /// The first line of the request the task is parked on.
+    pub preview: String,
+    pub opened_ms: i64,
+    pub closed_ms: Option<i64>,
+    /// How it closed: `decided`, `answered` (the caller or agent moved on),
+    /// `canceled`, `superseded` (parked again in another state).
+    pub outcome: Option<String>,
+}
+
+fn short_state<S: serde::Serializer>(
+    s: &TaskState,
+    ser: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    ser.serialize_str(s.short_name())
+}
+
+/// A person's decision on a turn, as recorded before it is applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    pub id: String,
+    pub turn_id: String,
+    pub task_id: String,
+    pub agent_id: String,
+    /// `approve`, `reply`, `reject` or `continue`.
+    pub kind: String,
+    pub payload: Value,
+    /// Who decided through what: `ui`, `cli`, …
+    pub actor: String,
+    pub created_ms: i64,
+    /// `pending`, `delivered` or `failed`.
+    pub delivery: String,
+    pub delivery_error: Option<String>,
+    pub delivered_ms: Option<i64>,
+}
+
+const TURN_COLUMNS: &str =
+    "id, task_id, agent_id, source, state, preview, opened_ms, closed_ms, outcome";
+const DECISION_COLUMNS: &str = "id, turn_id, task_id, agent_id, kind, payload, actor, created_ms, delivery, delivery_error, delivered_ms";
+
+fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Turn, i64)> {
+    Ok((
+        Turn {
+            id: r.get(0)?,
+            task_id: r.get(1)?,
+            agent_id: r.get(2)?,
+            source: r.get(3)?,
+            state: TaskState::InputRequired,
+            preview: r.get(5)?,
+            opened_ms: r.get(6)?,
+            closed_ms: r.get(7)?,
+            outcome: r.get(8)?,
+        },
+        r.get(4)?,
+    ))
+}
+
+fn finish_turn((mut t, state): (Turn, i64)) -> Result<Turn> {
+    t.state = TaskState::from_number(state)
+        .ok_or_else(|| Error::Corrupt(format!("unknown stored state {state}")))?;
+    Ok(t)
+}
+
+fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, String)> {
+    Ok((
+        DecisionRecord {
+            id: r.get(0)?,
+            turn_id: r.get(1)?,
+            task_id: r.get(2)?,
+            agent_id: r.get(3)?,
+            kind: r.get(4)?,
+            payload: Value::Null,
+            actor: r.get(6)?,
+            created_ms: r.get(7)?,
+            delivery: r.get(8)?,
+            delivery_error: r.get(9)?,
+            delivered_ms: r.get(10)?,
+        },
+        r.get(5)?,
+    ))
+}
+
+fn finish_decision((mut d, payload): (DecisionRecord, String)) -> Result<DecisionRecord> {
+    d.payload = serde_json::from_str(&payload)
+        .map_err(|e| Error::Corrupt(format!("decision payload: {e}")))?;
+    Ok(d)
+}
+
+/// The first line of the request a task is parked on: its latest message
+/// from the caller (at most 200 characters).
+pub fn request_preview(conn: &Connection, task_id: &str) -> Result<String> {
+    let mut stmt =
+        conn.prepare_cached("SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC")?;
+    let rows = stmt.query_map([task_id], |r| r.get::<_, String>(0))?;
+    for body in rows {
+        let Ok(m) = serde_json::from_str::<Message>(&body?) else {
+            continue;
+        };
+        if m.role == Role::User {
+            let text = m.text();
+            let first = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("");
+            let mut preview: String = first.chars().take(200).collect();
+            if preview.is_empty() {
+                preview = m
+                    .parts
+                    .first()
+                    .map(|p| format!("({} part)", p.kind()))
+                    .unwrap_or_default();
+            }
+            return Ok(preview);
+        }
+    }
+    Ok(String::new())
+}
+
+/// The open turn of a task, if it is parked.
+pub fn open_turn(conn: &Connection, task_id: &str) -> Result<Option<Turn>> {
+    conn.prepare_cached(&format!(
+        "SELECT {TURN_COLUMNS} FROM turns WHERE task_id = ?1 AND closed_ms IS NULL ORDER BY opened_ms DESC, rowid DESC LIMIT 1"
+    ))?
+    .query_row([task_id], turn_row)
+    .optional()?
+    .map(finish_turn)
+    .transpose()
+}
+
+/// The most recent turn of a task, open or closed.
+pub fn latest_turn(conn: &Connection, task_id: &str) -> Result<Option<Turn>> {
+    conn.prepare_cached(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE task_id = ?1 ORDER BY opened_ms DESC, rowid DESC LIMIT 1"))?
+        .query_row([task_id], turn_row)
+        .optional()?
+        .map(finish_turn)
+        .transpose()
+}
+
+/// A turn by id.
+pub fn turn(conn: &Connection, id: &str) -> Result<Option<Turn>> {
+    conn.prepare_cached(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?1"))?
+        .query_row([id], turn_row)
+        .optional()?
+        .map(finish_turn)
+        .transpose()
+}
+
+/// Every turn of a task, oldest first.
+pub fn turns_of_task(conn: &Connection, task_id: &str) -> Result<Vec<Turn>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {TURN_COLUMNS} FROM turns WHERE task_id = ?1 ORDER BY opened_ms, id"
+    ))?;
+    let rows = stmt.query_map([task_id], turn_row)?;
+    rows.map(|r| finish_turn(r?)).collect()
+}
+
+/// Keeps turns in step with a task's state change, inside the transaction
+/// that makes the change: parking opens a turn, leaving the parked state
+/// closes it, moving between the two parked states does both.
+pub fn sync_turn(
+    conn: &Connection,
+    task_id: &str,
+    agent_id: &str,
+    from: TaskState,
+    to: TaskState,
+    now_ms: i64,
+) -> Result<()> {
+    if from == to {
+        return Ok(());
+    }
+    if from.is_interrupted() {
+        let outcome = if to.is_interrupted() {
+            "superseded"
+        } else if to == TaskState::Canceled {
+            "canceled"
+        } else {
+            "answered"
+        };
+        // A decided turn keeps the outcome `decided`.
+        conn.prepare_cached(
+            "UPDATE turns SET closed_ms = ?2,
+                    outcome = CASE WHEN EXISTS (SELECT 1 FROM decisions d WHERE d.turn_id = turns.id)
+                                   THEN 'decided' ELSE ?3 END
+             WHERE task_id = ?1 AND closed_ms IS NULL",
+        )?
+        .execute(params![task_id, now_ms, outcome])?;
+    }
+    if to.is_interrupted() {
+        let id = uuid::Uuid::new_v4().to_string();
+        let preview = request_preview(conn, task_id)?;
+        conn.prepare_cached(
+            "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
+             VALUES (?1, ?2, ?3, 'served', ?4, ?5, ?6)",
+        )?
+        .execute(params![id, task_id, agent_id, to.number(), preview, now_ms])?;
+        conn.prepare_cached("INSERT INTO turn_search (turn_id, text) VALUES (?1, ?2)")?
+            .execute(params![id, preview])?;
+    }
+    Ok(())
+}
+
+/// The decision on a turn, if one was made.
+pub fn decision_of_turn(conn: &Connection, turn_id: &str) -> Result<Option<DecisionRecord>> {
+    conn.prepare_cached(&format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions WHERE turn_id = ?1"
+    ))?
+    .query_row([turn_id], decision_row)
+    .optional()?
+    .map(finish_decision)
+    .transpose()
+}
+
+/// Every decision on a task, oldest first.
+pub fn decisions_of_task(conn: &Connection, task_id: &str) -> Result<Vec<DecisionRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions WHERE task_id = ?1 ORDER BY created_ms, id"
+    ))?;
+    let rows = stmt.query_map([task_id], decision_row)?;
+    rows.map(|r| finish_decision(r?)).collect()
+}
+
+/// Records a decision (its turn must not have one: the UNIQUE constraint
+/// backs that up) and adds its text to the turn's search entry.
+pub fn insert_decision(conn: &Connection, d: &DecisionRecord, search_text: &str) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO decisions (id, turn_id, task_id, agent_id, kind, payload, actor, created_ms, delivery)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        d.id,
+        d.turn_id,
+        d.task_id,
+        d.agent_id,
+        d.kind,
+        d.payload.to_string(),
+        d.actor,
+        d.created_ms,
+        d.delivery
+    ])?;
+    if !search_text.is_empty() {
+        conn.prepare_cached("UPDATE turn_search SET text = text || ' ' || ?2 WHERE turn_id = ?1")?
+            .execute(params![d.turn_id, search_text])?;
+    }
+    Ok(())
+}
+
+/// Records how delivering a decision went.
+pub fn set_delivery(
+    conn: &Connection,
+    id: &str,
+    delivery: &str,
+    error: Option<&str>,
+    now_ms: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE decisions SET delivery = ?2, delivery_error = ?3, delivered_ms = ?4 WHERE id = ?1",
+    )?
+    .execute(params![id, delivery, error, now_ms])?;
+    Ok(())
+}
+
+/// Decisions recorded but not yet applied (after a crash), oldest first.
+pub fn pending_decisions(conn: &Connection) -> Result<Vec<DecisionRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions WHERE delivery = 'pending' ORDER BY created_ms, id"
+    ))?;
+    let rows = stmt.query_map([], decision_row)?;
+    rows.map(|r| finish_decision(r?)).collect()
+}
+
+/// Turns a person's search words into an FTS5 query: every word must
+/// appear; the last may be a prefix. Quotes keep FTS syntax out.
+pub fn fts_query(q: &str) -> Option<String> {
+    let words: Vec<String> = q
+        .split_whitespace()
+        .map(|w| w.replace('"', "\"\""))
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    let last = words.len().checked_sub(1)?;
+    Some(
+        words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if i == last {
+                    format!("{w}*")
+                } else {
+                    w.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// What the queue is filtered and ordered by.
+#[derive(Debug, Clone, Default)]
+pub struct QueueFilter {
+    pub agent_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub text: Option<String>,
+    pub newest_first: bool,
+    pub limit: usize,
+    /// `(opened_ms, rowid)` of the last item of the previous page.
+    pub after: Option<(i64, i64)>,
+}
+
+/// A page of open turns.
+pub struct QueuePage {
+    /// Each turn with its position key (`rowid`, the insertion order).
+    pub turns: Vec<(Turn, i64)>,
+    /// Open turns matching the filter (all pages).
+    pub total: i64,
+    /// Open turns per agent (ignoring the filter), for the sidebar.
+    pub counts: Vec<(String, i64)>,
+    pub more: bool,
+}
+
+/// One page of the queue: open turns, keyset-paged on the partial index.
+pub fn list_queue(conn: &Connection, f: &QueueFilter) -> Result<QueuePage> {
+    let mut where_sql = String::from("closed_ms IS NULL");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(a) = &f.agent_id {
+        args.push(a.clone().into());
+        where_sql.push_str(&format!(" AND agent_id = ?{}", args.len()));
+    }
+    if let Some(s) = f.state {
+        args.push(s.number().into());
+        where_sql.push_str(&format!(" AND state = ?{}", args.len()));
+    }
+    if let Some(q) = f.text.as_deref().and_then(fts_query) {
+        args.push(q.into());
+        where_sql.push_str(&format!(
+            " AND id IN (SELECT turn_id FROM turn_search WHERE turn_search MATCH ?{})",
+            args.len()
+        ));
+    }
+    let total: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) FROM turns WHERE {where_sql}"))?
+        .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
+    let mut page_sql = where_sql;
+    let (cmp, order) = if f.newest_first {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    if let Some((ms, rowid)) = &f.after {
+        args.push((*ms).into());
+        let a = args.len();
+        args.push((*rowid).into());
+        let b = args.len();
+        page_sql.push_str(&format!(
+            " AND (opened_ms {cmp} ?{a} OR (opened_ms = ?{a} AND rowid {cmp} ?{b}))"
+        ));
+    }
+    args.push(((f.limit + 1) as i64).into());
+    let sql = format!(
+        "SELECT {TURN_COLUMNS}, rowid FROM turns WHERE {page_sql} ORDER BY opened_ms {order}, rowid {order} LIMIT ?{}",
+        args.len()
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+        Ok((turn_row(r)?, r.get::<_, i64>(9)?))
+    })?;
+    let mut turns = Vec::new();
+    for row in rows {
+        let (t, rowid) = row?;
+        turns.push((finish_turn(t)?, rowid));
+    }
+    let more = turns.len() > f.limit;
+    turns.truncate(f.limit);
+    let mut stmt =
+        conn.prepare_cached("SELECT agent_id, COUNT(*) FROM turns WHERE closed_ms IS NULL GROUP BY agent_id ORDER BY agent_id")?;
+    let counts = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(QueuePage {
+        turns,
+        total,
+        counts,
+        more,
+    })
+}
+
+/// A decision, its turn, and its position key (`rowid`).
+pub type HistoryRow = (DecisionRecord, Turn, i64);
+
+/// What history is filtered by.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFilter {
+    pub agent_id: Option<String>,
+    pub text: Option<String>,
+    pub limit: usize,
+    /// `(created_ms, rowid)` of the last item of the previous page.
+    pub before: Option<(i64, i64)>,
+}
+
+/// Decisions with their turns and position keys (`rowid`), newest first.
+pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<HistoryRow>, bool)> {
+    let mut where_sql = String::from("1 = 1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(a) = &f.agent_id {
+        args.push(a.clone().into());
+        where_sql.push_str(&format!(" AND d.agent_id = ?{}", args.len()));
+    }
+    if let Some(q) = f.text.as_deref().and_then(fts_query) {
+        args.push(q.into());
+        where_sql.push_str(&format!(
+            " AND d.turn_id IN (SELECT turn_id FROM turn_search WHERE turn_search MATCH ?{})",
+            args.len()
+        ));
+    }
+    if let Some((ms, rowid)) = &f.before {
+        args.push((*ms).into());
+        let a = args.len();
+        args.push((*rowid).into());
+        let b = args.len();
+        where_sql.push_str(&format!(
+            " AND (d.created_ms < ?{a} OR (d.created_ms = ?{a} AND d.rowid < ?{b}))"
+        ));
+    }
+    args.push(((f.limit + 1) as i64).into());
+    let cols = DECISION_COLUMNS
+        .split(", ")
+        .map(|c| format!("d.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tcols = TURN_COLUMNS
+        .split(", ")
+        .map(|c| format!("t.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "SELECT {cols}, {tcols}, d.rowid FROM decisions d JOIN turns t ON t.id = d.turn_id
+         WHERE {where_sql} ORDER BY d.created_ms DESC, d.rowid DESC LIMIT ?{}",
+        args.len()
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+        let d = decision_row(r)?;
+        let t = (
+            Turn {
+                id: r.get(11)?,
+                task_id: r.get(12)?,
+                agent_id: r.get(13)?,
+                source: r.get(14)?,
+                state: TaskState::InputRequired,
+                preview: r.get(16)?,
+                opened_ms: r.get(17)?,
+                closed_ms: r.get(18)?,
+                outcome: r.get(19)?,
+            },
+            r.get::<_, i64>(15)?,
+        );
+        Ok((d, t, r.get::<_, i64>(20)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (d, t, pos) = row?;
+        out.push((finish_decision(d)?, finish_turn(t)?, pos));
+    }
+    let more = out.len() > f.limit;
+    out.truncate(f.limit);
+    Ok((out, more))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fts_query;
+
+    #[test]
+    fn search_words_are_quoted_and_the_last_is_a_prefix() {
+        assert_eq!(
+            fts_query("deploy prod").as_deref(),
+            Some("\"deploy\" \"prod\"*")
+        );
+        assert_eq!(fts_query("a\"b OR").as_deref(), Some("\"a\"\"b\" \"OR\"*"));
+        assert_eq!(fts_query("   "), None);
+    }
+}
