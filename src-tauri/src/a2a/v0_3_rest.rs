@@ -435,7 +435,9 @@ pub fn decode_event(v: &Value) -> Result<StreamResponse, Error> {
     ))
 }
 
-fn decode_push_body(v: &Value, task_id: &str) -> Result<TaskPushNotificationConfig, Error> {
+/// Decodes a 0.3 `PushNotificationConfig`. `task_id` is the task of the URL
+/// path; a config inside a send body has none yet (as in the JSON-RPC binding).
+fn decode_push_body(v: &Value, task_id: Option<&str>) -> Result<TaskPushNotificationConfig, Error> {
     let c = obj(v, "pushNotificationConfig")?;
     let authentication = match opt_obj(c, "authentication", "pushNotificationConfig")? {
         None => None,
@@ -452,7 +454,7 @@ fn decode_push_body(v: &Value, task_id: &str) -> Result<TaskPushNotificationConf
     Ok(TaskPushNotificationConfig {
         tenant: None,
         id: opt_str(c, "id", "pushNotificationConfig")?,
-        task_id: Some(task_id.to_owned()),
+        task_id: task_id.map(str::to_owned),
         url: opt_str(c, "url", "pushNotificationConfig")?
             .ok_or_else(|| invalid("pushNotificationConfig.url is required"))?,
         token: opt_str(c, "token", "pushNotificationConfig")?,
@@ -485,7 +487,7 @@ pub fn decode_send(v: &Value) -> Result<SendMessageRequest, Error> {
         configuration.return_immediately =
             c.get("blocking").and_then(Value::as_bool) == Some(false);
         if let Some(p) = get(&c, "pushNotification").filter(|p| !p.is_null()) {
-            configuration.task_push_notification_config = Some(decode_push_body(p, "")?);
+            configuration.task_push_notification_config = Some(decode_push_body(p, None)?);
         }
     }
     Ok(SendMessageRequest {
@@ -502,8 +504,8 @@ pub fn decode_send(v: &Value) -> Result<SendMessageRequest, Error> {
 pub fn decode_push_config(v: &Value, task_id: &str) -> Result<TaskPushNotificationConfig, Error> {
     let m = obj(v, "body")?;
     match get(m, "pushNotificationConfig") {
-        Some(inner) => decode_push_body(inner, task_id),
-        None => decode_push_body(v, task_id),
+        Some(inner) => decode_push_body(inner, Some(task_id)),
+        None => decode_push_body(v, Some(task_id)),
     }
 }
 
