@@ -1,5 +1,6 @@
 //! The `countersign` command line.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
+use countersign::cli::{self, CliError, Output};
 use countersign::config::Config;
 use countersign::server::run::{ServeOptions, serve};
 
@@ -22,6 +24,96 @@ struct Cli {
 enum Command {
     /// Run the headless server: A2A agents, cards and (later) the web UI.
     Serve(ServeArgs),
+    /// List recent tasks of the running instance (`--parked`: those waiting for you).
+    Tasks(TasksArgs),
+    /// Show a task: its state, the conversation, turns and decisions.
+    Show(ShowArgs),
+    /// Approve a parked task.
+    Approve(ApproveArgs),
+    /// Answer a parked task with text, and optionally JSON data and files.
+    Reply(ReplyArgs),
+    /// Reject a parked task.
+    Reject(RejectArgs),
+    /// List the decisions taken, newest first.
+    History(HistoryArgs),
+}
+
+/// Which running instance a client command talks to.
+#[derive(clap::Args)]
+struct InstanceArgs {
+    /// The data dir of the running instance (default: the OS data dir).
+    #[arg(long, value_name = "DIR", env = "COUNTERSIGN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct TasksArgs {
+    /// Only the tasks waiting for a decision.
+    #[arg(long)]
+    parked: bool,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct ShowArgs {
+    /// The task id.
+    id: String,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct ApproveArgs {
+    /// The task id.
+    id: String,
+    /// A comment sent with the approval.
+    #[arg(long, value_name = "TEXT")]
+    comment: Option<String>,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct ReplyArgs {
+    /// The task id.
+    id: String,
+    /// The answer.
+    text: String,
+    /// A JSON value sent as a data part.
+    #[arg(long, value_name = "JSON")]
+    data: Option<String>,
+    /// A file sent as a file part (repeatable).
+    #[arg(long = "file", value_name = "PATH")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct RejectArgs {
+    /// The task id.
+    id: String,
+    /// Why, sent with the rejection.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct HistoryArgs {
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
 }
 
 #[derive(clap::Args, Default)]
@@ -51,6 +143,36 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Some(Command::Serve(args)) => run_serve(args),
+        Some(Command::Tasks(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::tasks(&dir, a.parked, a.json).await
+            });
+        }
+        Some(Command::Show(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::show(&dir, &a.id, a.json).await
+            });
+        }
+        Some(Command::Approve(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::approve(&dir, &a.id, a.comment).await
+            });
+        }
+        Some(Command::Reply(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::reply(&dir, &a.id, a.text, a.data.as_deref(), &a.files).await
+            });
+        }
+        Some(Command::Reject(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::reject(&dir, &a.id, a.reason).await
+            });
+        }
+        Some(Command::History(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::history(&dir, a.json).await
+            });
+        }
         None => {
             eprintln!(
                 "countersign: this build has no desktop window yet; starting the server as `countersign serve` would."
@@ -106,4 +228,38 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         open: (bind.ip().is_loopback() && !require) || args.insecure,
     }))?;
     Ok(())
+}
+
+/// Runs a client command against the instance of a data dir: its output on
+/// stdout and exit 0, or a one-line reason on stderr and exit 1 (refused) or
+/// 2 (usage).
+fn run_client<F, Fut>(args: InstanceArgs, command: F) -> ExitCode
+where
+    F: FnOnce(PathBuf) -> Fut,
+    Fut: Future<Output = Result<Output, CliError>>,
+{
+    let Some(dir) = args.data_dir.or_else(Config::default_data_dir) else {
+        eprintln!("countersign: cannot find a home directory for the data dir; pass --data-dir");
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("countersign: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(command(dir)) {
+        Ok(out) => {
+            print!("{}", out.text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("countersign: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
 }

@@ -362,3 +362,13 @@ impl Server {
         }
     }
 }
+
+impl Server {
+    /// The UI API token of this server's data dir (`ui-token`).
+    pub fn ui_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("ui-token"))
+            .expect("ui-token in the data dir")
+            .trim()
+            .to_owned()
+    }
+}

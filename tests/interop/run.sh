@@ -13,6 +13,7 @@ root="$(cd "$here/../.." && pwd)"
 if [ -z "${BASE_URL:-}" ]; then
     cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml" || exit 2
     data="$(mktemp -d)"
+    DATA_DIR="$data"
     "$root/target/debug/countersign" serve --config "$here/interop-agent.toml" --data-dir "$data" \
         --bind 127.0.0.1:0 >"$data/stdout" 2>"$data/server.log" &
     pid=$!
@@ -34,6 +35,41 @@ run node js_client.mjs "$BASE_URL" interop "$@"
 run node js_client.mjs "$BASE_URL" interop --card root --transport jsonrpc "$@"
 run node js_client.mjs "$BASE_URL" interop --dialect 0.3 "$@"
 run .venv-sdk03/bin/python legacy_client.py "$BASE_URL" interop --stream "$@"
+
+# A person decides, through the CLI, on work the official Python SDK handed
+# to the human agent; the SDK client sees the outcome by streaming, polling,
+# or reconnecting and polling.
+human() { # wait-mode cli-command expected-state expected-text [cli args...]
+    local mode="$1" cmd="$2" want="$3" text="$4"; shift 4
+    local out; out="$(mktemp)"
+    echo; echo "## human_flow.py --wait $mode, then countersign $cmd"
+    .venv-sdk1/bin/python human_flow.py "$BASE_URL" --wait "$mode" --expect "$want" --expect-text "$text" >"$out" &
+    local client=$!
+    local id=""
+    for _ in $(seq 300); do
+        id="$(sed -n 's/^TASK //p' "$out" | head -n1)"
+        [ -n "$id" ] && break
+        kill -0 "$client" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -z "$id" ]; then
+        echo "FAIL the client never parked a task"; failed=$((failed + 1)); wait "$client"; cat "$out"; return
+    fi
+    if ! "$CLI" "$cmd" "$id" "$@" --data-dir "$DATA_DIR"; then
+        echo "FAIL countersign $cmd $id"; failed=$((failed + 1))
+    fi
+    wait "$client" || failed=$((failed + 1))
+    cat "$out"
+}
+if [ -n "${DATA_DIR:-}" ]; then
+    CLI="$root/target/debug/countersign"
+    human stream approve TASK_STATE_COMPLETED "Approved. go ahead" --comment "go ahead"
+    human poll reply TASK_STATE_COMPLETED "Plan B" "Plan B"
+    human blocking reject TASK_STATE_REJECTED "Rejected. not today" --reason "not today"
+else
+    echo "# (the decision flows need the server's data dir: skipped with BASE_URL)"
+fi
+
 echo
 echo "# interop: $failed client run(s) failed"
 exit "$failed"

@@ -68,6 +68,15 @@ pub struct HistoryPage {
     pub next_cursor: Option<String>,
 }
 
+/// A page of recent tasks, newest first.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPage {
+    pub items: Vec<crate::store::queue::TaskSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
 /// Why a queue or history request was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -156,6 +165,35 @@ impl Engine {
                 .collect(),
             items: page.turns.into_iter().map(|(t, _)| t).collect(),
             total: page.total,
+            next_cursor,
+        })
+    }
+
+    /// Recent tasks of every agent and caller, newest first.
+    pub async fn recent_tasks(
+        &self,
+        limit: Option<usize>,
+        cursor: Option<String>,
+    ) -> Result<TaskPage, QueryError> {
+        let limit = page_limit(limit)?;
+        let before = cursor
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map(decode_position)
+            .transpose()?;
+        let (rows, more) = self
+            .inner
+            .store
+            .read(move |conn| q::recent_tasks(conn, limit, before))
+            .await?;
+        let next_cursor = if more {
+            rows.last()
+                .map(|(t, pos)| encode_cursor(t.updated_ms, &pos.to_string()))
+        } else {
+            None
+        };
+        Ok(TaskPage {
+            items: rows.into_iter().map(|(t, _)| t).collect(),
             next_cursor,
         })
     }

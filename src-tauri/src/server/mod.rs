@@ -1,15 +1,20 @@
 //! The HTTP server: one axum router for agent cards, the A2A JSON-RPC and
-//! HTTP+JSON bindings (with SSE), and their shared operation dispatch.
-//! Handlers only extract, call [`ops::execute`] and render.
+//! HTTP+JSON bindings (with SSE), and their shared operation dispatch, plus
+//! the UI API under `/api/`. Handlers only extract, call [`ops::execute`]
+//! (or the engine) and render.
 
 pub mod access;
 pub mod card;
+pub mod instance;
 pub mod jsonrpc;
 pub mod ops;
 pub mod rest;
 pub mod rest_v0_3;
 pub mod run;
 pub mod sse;
+pub mod ui_api;
+pub mod ui_auth;
+pub mod ui_queue;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +42,8 @@ pub struct AppState {
     pub started_ms: i64,
     /// Turns true when the server shuts down; open streams end then.
     pub shutdown: watch::Receiver<bool>,
+    /// The per-install secret the UI API asks for.
+    pub ui_secret: ui_auth::UiSecret,
 }
 
 pub type Shared = Arc<AppState>;
@@ -49,6 +56,7 @@ pub fn router(state: Shared) -> Router {
         .route("/a2a/{agent}", any(jsonrpc::handle))
         .route("/a2a/{agent}/", any(jsonrpc::handle))
         .route("/a2a/{agent}/{*rest}", any(rest::handle))
+        .nest("/api", ui_api::router(state.clone()))
         .fallback(not_found)
         // Bodies are read by `read_body`, which enforces the configured limit
         // and answers in the binding's own error shape.

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::instance::InstanceFile;
+use super::ui_auth::{SecretError, UiSecret};
 use super::{AccessPolicy, AppState, router};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -32,6 +34,10 @@ pub enum StartError {
     Store(#[from] store::Error),
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
+    #[error(transparent)]
+    UiSecret(#[from] SecretError),
+    #[error("cannot write {0}: {1}")]
+    Instance(PathBuf, std::io::Error),
     #[error("server failed: {0}")]
     Serve(std::io::Error),
 }
@@ -41,6 +47,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
     let db = opts.data_dir.join("countersign.db");
+    let ui_secret = UiSecret::load_or_create(&opts.data_dir)?;
     let store = Store::open(&db, opts.config.store.durability)?;
     let engine = Engine::new(
         store.clone(),
@@ -69,44 +76,71 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         local_addr,
         started_ms: crate::clock::now_ms() / 1000 * 1000,
         shutdown: shutdown_rx,
+        ui_secret,
     });
-    // Scripts wait for exactly this first line.
+    let signal = shutdown_signal();
+    // Written before the announcement: once it is out, the CLI finds us.
+    let instance = InstanceFile::write(&opts.data_dir, local_addr)
+        .map_err(|e| StartError::Instance(opts.data_dir.join(super::instance::INSTANCE_FILE), e))?;
+    // Scripts wait for exactly this first line; the second is for the browser.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on http://{local_addr}");
+    let _ = writeln!(
+        out,
+        "ui http://{local_addr}/#token={}",
+        state.ui_secret.as_str()
+    );
     let _ = out.flush();
     drop(out);
     tracing::info!(db = %db.display(), "serving {} agent(s)", state.engine.agents().len());
     let app = router(state.clone());
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            shutdown_signal().await;
+            signal.await;
             tracing::info!("shutting down: finishing requests in flight");
             let _ = shutdown_tx.send(true);
         })
         .await;
+    instance.remove();
     store.close().await;
     tracing::info!("database closed");
     result.map_err(StartError::Serve)
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Listens for SIGINT and SIGTERM from the call on, and resolves on the
+/// first. Called before the address is announced: a signal sent right after
+/// the announcement must shut down cleanly, not kill the process outright.
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        async move {
+            let int = async {
+                match int.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let term = async {
+                match term.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = int => {},
+                _ = term => {},
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

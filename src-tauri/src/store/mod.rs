@@ -5,8 +5,8 @@
 //! holds the change has committed, so a caller that answers after awaiting it
 //! never acknowledges anything a crash could lose.
 
-mod schema;
 pub mod queue;
+mod schema;
 pub mod tasks;
 mod writer;
 

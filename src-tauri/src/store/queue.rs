@@ -408,6 +408,67 @@ pub fn list_queue(conn: &Connection, f: &QueueFilter) -> Result<QueuePage> {
 /// A decision, its turn, and its position key (`rowid`).
 pub type HistoryRow = (DecisionRecord, Turn, i64);
 
+/// A task as listed for the person: every agent, every caller.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    pub id: String,
+    pub agent_id: String,
+    #[serde(serialize_with = "short_state")]
+    pub state: TaskState,
+    pub preview: String,
+    pub updated_ms: i64,
+    pub parked: bool,
+}
+
+/// Recent tasks of every agent, newest status first, keyset-paged on
+/// `(updated_ms, rowid)`; each with its position key.
+pub fn recent_tasks(
+    conn: &Connection,
+    limit: usize,
+    before: Option<(i64, i64)>,
+) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
+    let (ms, pos) = before.unwrap_or((i64::MAX, i64::MAX));
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, agent_id, state, updated_ms, parked, rowid FROM tasks
+         WHERE updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2)
+         ORDER BY updated_ms DESC, rowid DESC LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![ms, pos, (limit + 1) as i64], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, bool>(4)?,
+            r.get::<_, i64>(5)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, agent_id, state, updated_ms, parked, rowid) = row?;
+        let state = TaskState::from_number(state)
+            .ok_or_else(|| Error::Corrupt(format!("unknown stored state {state}")))?;
+        out.push((
+            TaskSummary {
+                preview: String::new(),
+                id,
+                agent_id,
+                state,
+                updated_ms,
+                parked,
+            },
+            rowid,
+        ));
+    }
+    let more = out.len() > limit;
+    out.truncate(limit);
+    for (t, _) in &mut out {
+        t.preview = request_preview(conn, &t.id)?;
+    }
+    Ok((out, more))
+}
+
 /// What history is filtered by.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryFilter {

@@ -94,7 +94,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX decisions_by_time ON decisions(created_ms);
     CREATE INDEX decisions_by_agent ON decisions(agent_id, created_ms);
     CREATE INDEX decisions_pending ON decisions(created_ms) WHERE delivery = 'pending';
-    CREATE VIRTUAL TABLE turn_search USING fts5(turn_id UNINDEXED, text);",
+    CREATE VIRTUAL TABLE turn_search USING fts5(turn_id UNINDEXED, text);
+    CREATE INDEX tasks_by_time ON tasks(updated_ms);",
 ];
 
 /// Brings the database up to the newest schema.

@@ -1,0 +1,209 @@
+//! The UI API under `/api/`: what the browser UI (and the CLI) reads and
+//! does, as JSON and one event stream. Every route sits behind
+//! [`ui_auth::guard`]; errors are rendered only by [`ApiError`]'s
+//! `IntoResponse`, as `{"error": {"code", "message"}}`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::from_fn_with_state;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::stream::{self, Stream};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::broadcast;
+
+use super::{Shared, base_url, ui_auth};
+use crate::a2a::types::StreamResponse;
+use crate::config::BackendKind;
+use crate::engine::Event;
+
+/// How often an idle event stream sends a comment, so proxies and the
+/// browser keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The UI API routes (these and `ui_queue`'s), all guarded; nested under
+/// `/api` by [`super::router`].
+pub fn router(state: Shared) -> Router<Shared> {
+    let body_limit = state.config.limits.max_body_bytes;
+    Router::new()
+        .route("/health", get(health))
+        .route("/agents", get(agents))
+        .route("/events", get(events))
+        .merge(super::ui_queue::routes())
+        // Its own fallback, so unknown `/api/…` paths are guarded too and
+        // answer in this API's error shape.
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(from_fn_with_state(state, ui_auth::guard))
+}
+
+/// A UI API failure. Its `IntoResponse` is the one place that picks the
+/// status and shape of a UI API error.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No token, or the wrong one (401 with `WWW-Authenticate: Bearer`).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Not addressed to us, or not from our own pages (403).
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// An engine error, with the status A2A gives it.
+    #[error("{0}")]
+    A2a(#[from] crate::a2a::Error),
+}
+
+impl ApiError {
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::A2a(e) => {
+                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+        }
+    }
+}
+
+/// `{"error": {"code", "message"}}` with that status: the one shape of
+/// every UI API error.
+pub fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"code": status.as_u16(), "message": message.into()}});
+    (status, Json(body)).into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut resp = api_error(status, self.to_string());
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"countersign\""),
+            );
+        }
+        resp
+    }
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no UI API route for {}", uri.path()))
+}
+
+/// `GET /api/health`: the server is up, and which version it is.
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// One served agent, as the UI lists it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSummary {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// `human` or `scripted`.
+    pub backend: &'static str,
+    pub card_url: String,
+    /// The JSON-RPC (and HTTP+JSON) endpoint callers use.
+    pub url: String,
+}
+
+/// `GET /api/agents`: the agents this server serves.
+async fn agents(State(state): State<Shared>, headers: HeaderMap) -> Json<serde_json::Value> {
+    let base = base_url(&state, &headers);
+    let agents: Vec<AgentSummary> = state
+        .engine
+        .agents()
+        .iter()
+        .map(|a| {
+            let url = format!("{base}/a2a/{}", a.id());
+            AgentSummary {
+                id: a.id().to_owned(),
+                name: a.config.name.clone().unwrap_or_else(|| a.id().to_owned()),
+                description: a.config.description.clone(),
+                backend: match a.config.backend {
+                    BackendKind::Human => "human",
+                    BackendKind::Scripted => "scripted",
+                },
+                card_url: format!("{url}/.well-known/agent-card.json"),
+                url,
+            }
+        })
+        .collect();
+    Json(json!({ "agents": agents }))
+}
+
+/// What the event stream says about one committed change: enough for the
+/// UI to know what to re-read.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventNotice<'a> {
+    pub task_id: &'a str,
+    pub agent_id: &'a str,
+    pub seq: i64,
+    /// The task's state after the change (`TASK_STATE_…`).
+    pub state: &'static str,
+    /// `task`, `message`, `statusUpdate` or `artifactUpdate`.
+    pub kind: &'static str,
+}
+
+impl<'a> From<&'a Event> for EventNotice<'a> {
+    fn from(ev: &'a Event) -> Self {
+        EventNotice {
+            task_id: &ev.task_id,
+            agent_id: &ev.agent_id,
+            seq: ev.seq,
+            state: ev.state.proto_name(),
+            kind: match ev.body {
+                StreamResponse::Task(_) => "task",
+                StreamResponse::Message(_) => "message",
+                StreamResponse::StatusUpdate(_) => "statusUpdate",
+                StreamResponse::ArtifactUpdate(_) => "artifactUpdate",
+            },
+        }
+    }
+}
+
+/// `GET /api/events`: every committed change of every task, as it commits.
+/// The stream ends when the server shuts down, or when the client falls too
+/// far behind (it reconnects and re-reads what it shows).
+async fn events(
+    State(state): State<Shared>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    // Subscribed before the response starts: nothing committed after the
+    // client sees the headers is missed.
+    let rx = state.engine.bus().subscribe_all();
+    Sse::new(notices(rx, state.shutdown.clone())).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+fn notices(
+    rx: broadcast::Receiver<Arc<Event>>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    stream::unfold((rx, shutdown), |(mut rx, mut shutdown)| async move {
+        if *shutdown.borrow() {
+            return None;
+        }
+        tokio::select! {
+            ev = rx.recv() => {
+                let ev = ev.ok()?;
+                let data = serde_json::to_string(&EventNotice::from(ev.as_ref()))
+                    .unwrap_or_default();
+                Some((Ok(SseEvent::default().data(data)), (rx, shutdown)))
+            }
+            _ = shutdown.changed() => None,
+        }
+    })
+}
