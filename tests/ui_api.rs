@@ -1,0 +1,272 @@
+//! The UI API's queue, task, decision, file and history endpoints, over
+//! real HTTP against the real binary.
+mod common;
+use common::*;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"
+[[agents]]
+id = "inbox"
+[[agents]]
+id = "ops"
+"#;
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(s: &Server) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: s.base.clone(),
+            token: s.ui_token(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, reqwest::header::HeaderMap, String) {
+        let r = self
+            .http
+            .get(format!("{}/api{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        let (status, headers) = (r.status(), r.headers().clone());
+        (status, headers, r.text().await.unwrap())
+    }
+
+    async fn json(&self, path: &str) -> Value {
+        let (status, _, body) = self.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    async fn decide(&self, task: &str, body: Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(format!("{}/api/tasks/{task}/decision", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.json().await.unwrap())
+    }
+}
+
+async fn park(c: &Client, agent: &str, message: Value) -> String {
+    let r = c
+        .rpc_ok(agent, "SendMessage", json!({"message": message}))
+        .await;
+    assert_eq!(
+        r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{r}"
+    );
+    r["task"]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn queue_lists_filters_searches_and_counts_parked_tasks() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let a = park(
+        &c,
+        "inbox",
+        message("m1", "Pay invoice 1042?\nAmount: 300 EUR"),
+    )
+    .await;
+    let b = park(&c, "ops", message("m2", "Restart the API servers?")).await;
+    let q = api.json("/queue").await;
+    assert_eq!(q["total"], 2);
+    assert_eq!(
+        q["items"][0]["taskId"],
+        a.as_str(),
+        "oldest first by default"
+    );
+    assert_eq!(q["items"][0]["preview"], "Pay invoice 1042?");
+    assert_eq!(q["items"][0]["state"], "input-required");
+    assert_eq!(q["counts"], json!({"inbox": 1, "ops": 1}));
+    let q = api.json("/queue?sort=newest&limit=1").await;
+    assert_eq!(q["items"][0]["taskId"], b.as_str());
+    assert!(q["nextCursor"].is_string());
+    let next = api
+        .json(&format!(
+            "/queue?sort=newest&limit=1&cursor={}",
+            q["nextCursor"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(next["items"][0]["taskId"], a.as_str());
+    assert!(next.get("nextCursor").is_none());
+    assert_eq!(api.json("/queue?agent=ops").await["total"], 1);
+    assert_eq!(
+        api.json("/queue?q=invoice").await["items"][0]["taskId"],
+        a.as_str()
+    );
+    assert_eq!(
+        api.json("/queue?q=restart%20serv").await["items"][0]["taskId"],
+        b.as_str()
+    );
+    assert_eq!(api.json("/queue?state=auth-required").await["total"], 0);
+    for bad in [
+        "/queue?sort=sideways",
+        "/queue?limit=0",
+        "/queue?limit=x",
+        "/queue?state=completed",
+        "/queue?cursor=zzz",
+    ] {
+        let (status, _, body) = api.get(bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["error"]["code"], 400, "{bad}");
+    }
+    let tasks = api.json("/tasks").await;
+    assert_eq!(tasks["items"].as_array().unwrap().len(), 2);
+    assert_eq!(tasks["items"][0]["parked"], true);
+}
+
+#[tokio::test]
+async fn task_detail_renders_agent_content_safely() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let id = park(
+        &c,
+        "inbox",
+        json!({"messageId": "x1", "role": "ROLE_USER", "parts": [
+            {"text": "# Deploy?\n<script>alert(1)</script>\n[click](javascript:alert(2))", "mediaType": "text/markdown"},
+            {"data": {"env": "prod"}},
+            {"raw": "aGVsbG8=", "filename": "notes.txt", "mediaType": "text/plain"}
+        ]}),
+    )
+    .await;
+    let d = api.json(&format!("/tasks/{id}")).await;
+    assert_eq!(d["task"]["id"], id.as_str());
+    assert_eq!(d["openTurn"]["state"], "input-required");
+    let parts = &d["rendered"]["history"][0]["parts"];
+    let html = parts[0]["html"].as_str().unwrap();
+    assert!(html.contains("<h1>Deploy?</h1>"), "{html}");
+    assert!(!html.contains("<script"), "{html}");
+    assert!(
+        html.contains("&lt;script&gt;"),
+        "raw HTML is shown as text: {html}"
+    );
+    assert!(!html.contains("javascript:"), "{html}");
+    assert_eq!(parts[1]["kind"], "data");
+    assert!(
+        parts[1]["json"]
+            .as_str()
+            .unwrap()
+            .contains("\"env\": \"prod\"")
+    );
+    assert_eq!(parts[2]["kind"], "file");
+    assert_eq!(parts[2]["size"], 5);
+    let url = parts[2]["url"].as_str().unwrap();
+    let (status, headers, body) = api.get(url.trim_start_matches("/api")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "hello");
+    assert_eq!(headers["content-type"], "text/plain");
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename=\"notes.txt\"")
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let (status, _, _) = api.get(&format!("/tasks/{id}/files/message/x1/9")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = api.get("/tasks/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn decisions_answer_once_and_say_so_after() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let id = park(&c, "inbox", message("m1", "Approve?")).await;
+    let (status, body) = api.decide(&id, json!({"kind": "reply"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = api
+        .decide(&id, json!({"kind": "approve", "bogus": 1}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "unknown fields are refused: {body}"
+    );
+    let (status, body) = api
+        .decide(&id, json!({"kind": "approve", "text": "ok"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"]["delivery"], "delivered");
+    assert_eq!(body["decision"]["actor"], "ui");
+    let first = body["decision"]["id"].clone();
+    let (status, body) = api.decide(&id, json!({"kind": "reject"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["decision"]["id"], first);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already decided")
+    );
+    // The caller sees the outcome.
+    let t = c.rpc_ok("inbox", "GetTask", json!({"id": id})).await;
+    assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED");
+    let (status, _) = api.decide("no-such-task", json!({"kind": "approve"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn history_lists_decisions_and_exports_jsonl_and_csv() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let a = park(&c, "inbox", message("m1", "Ship release 7?")).await;
+    let b = park(&c, "ops", message("m2", "Drop the cache?")).await;
+    api.decide(&a, json!({"kind": "approve"})).await;
+    api.decide(&b, json!({"kind": "reject", "text": "peak hours"}))
+        .await;
+    let h = api.json("/history").await;
+    assert_eq!(h["items"].as_array().unwrap().len(), 2);
+    assert_eq!(h["items"][0]["decision"]["taskId"], b.as_str());
+    assert_eq!(
+        api.json("/history?q=peak").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        api.json("/history?agent=inbox").await["items"][0]["turn"]["preview"],
+        "Ship release 7?"
+    );
+    let (status, headers, body) = api.get("/history/export?format=jsonl").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "application/x-ndjson");
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("countersign-history.jsonl")
+    );
+    assert_eq!(
+        body.lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+            .count(),
+        2
+    );
+    let (status, headers, body) = api.get("/history/export?format=csv").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    assert_eq!(body.lines().count(), 3);
+    let (status, _, _) = api.get("/history/export?format=xml").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
