@@ -18,7 +18,9 @@ use countersign::store::tasks::{NewTask, append_message, insert_task};
 use countersign::store::{Durability, Store};
 
 const AGENTS: [&str; 3] = ["inbox", "ops", "finance"];
-const WORDS: [&str; 8] = ["deploy", "invoice", "refund", "rotate", "delete", "publish", "merge", "approve"];
+const WORDS: [&str; 8] = [
+    "deploy", "invoice", "refund", "rotate", "delete", "publish", "merge", "approve",
+];
 
 fn fill(store: &Store, n: usize, rt: &tokio::runtime::Runtime) {
     let batch = 5_000;
@@ -43,14 +45,25 @@ fn fill(store: &Store, n: usize, rt: &tokio::runtime::Runtime) {
                         agent_id: agent.into(),
                         owner: "local".into(),
                         context_id: format!("ctx-{i}"),
-                        status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(format_timestamp(now)) },
+                        status: TaskStatus {
+                            state: TaskState::Submitted,
+                            message: None,
+                            timestamp: Some(format_timestamp(now)),
+                        },
                         metadata: None,
                         now_ms: now,
                         dialect: "v1",
                     },
                 )?;
                 append_message(conn, &id, &m)?;
-                sync_turn(conn, &id, agent, TaskState::Submitted, TaskState::InputRequired, now)?;
+                sync_turn(
+                    conn,
+                    &id,
+                    agent,
+                    TaskState::Submitted,
+                    TaskState::InputRequired,
+                    now,
+                )?;
             }
             Ok(())
         }))
@@ -71,10 +84,16 @@ fn time<F: FnMut()>(runs: usize, mut f: F) -> (Duration, Duration) {
 }
 
 fn main() {
-    let n: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100_000);
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(100_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("bench.db");
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let cfg = Config::parse(
         "[[agents]]\nid = \"inbox\"\n[[agents]]\nid = \"ops\"\n[[agents]]\nid = \"finance\"\n",
         Path::new("bench.toml"),
@@ -83,14 +102,21 @@ fn main() {
     let store = Store::open(&db, Durability::Normal).expect("store");
     let t = Instant::now();
     fill(&store, n, &rt);
-    println!("filled {n} parked tasks in {:.1} s", t.elapsed().as_secs_f64());
+    println!(
+        "filled {n} parked tasks in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let engine = Engine::new(store, &cfg.agents, cfg.limits);
 
     let deep_cursor = {
         let mut cursor = None;
         for _ in 0..20 {
             let page = rt
-                .block_on(engine.queue(QueueQuery { limit: Some(500), cursor: cursor.clone(), ..Default::default() }))
+                .block_on(engine.queue(QueueQuery {
+                    limit: Some(500),
+                    cursor: cursor.clone(),
+                    ..Default::default()
+                }))
                 .expect("page");
             cursor = page.next_cursor;
         }
@@ -98,23 +124,58 @@ fn main() {
     };
     let cases: Vec<(&str, QueueQuery)> = vec![
         ("first page, oldest first (50)", QueueQuery::default()),
-        ("first page, newest first (50)", QueueQuery { newest_first: true, ..Default::default() }),
-        ("page 10,000 items deep (50)", QueueQuery { cursor: deep_cursor, ..Default::default() }),
-        ("one agent (50)", QueueQuery { agent_id: Some("ops".into()), ..Default::default() }),
-        ("text search `refund cust` (50)", QueueQuery { text: Some("refund cust".into()), ..Default::default() }),
+        (
+            "first page, newest first (50)",
+            QueueQuery {
+                newest_first: true,
+                ..Default::default()
+            },
+        ),
+        (
+            "page 10,000 items deep (50)",
+            QueueQuery {
+                cursor: deep_cursor,
+                ..Default::default()
+            },
+        ),
+        (
+            "one agent (50)",
+            QueueQuery {
+                agent_id: Some("ops".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "text search `refund cust` (50)",
+            QueueQuery {
+                text: Some("refund cust".into()),
+                ..Default::default()
+            },
+        ),
     ];
     println!("{:<36} {:>10} {:>10}", "queue query", "p50 ms", "p99 ms");
     for (name, q) in cases {
         let (p50, p99) = time(200, || {
             rt.block_on(engine.queue(q.clone())).expect("queue");
         });
-        println!("{name:<36} {:>10.2} {:>10.2}", p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3);
+        println!(
+            "{name:<36} {:>10.2} {:>10.2}",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
     }
     let mut i = 0;
     let (p50, p99) = time(200, || {
-        let input: DecisionInput = serde_json::from_value(serde_json::json!({"kind": "approve"})).expect("input");
-        rt.block_on(engine.decide(&format!("task-{:07}", i * 7), input, "bench")).expect("decide");
+        let input: DecisionInput =
+            serde_json::from_value(serde_json::json!({"kind": "approve"})).expect("input");
+        rt.block_on(engine.decide(&format!("task-{:07}", i * 7), input, "bench"))
+            .expect("decide");
         i += 1;
     });
-    println!("{:<36} {:>10.2} {:>10.2}", "decide (approve, applied)", p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3);
+    println!(
+        "{:<36} {:>10.2} {:>10.2}",
+        "decide (approve, applied)",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3
+    );
 }

@@ -270,3 +270,60 @@ async fn history_lists_decisions_and_exports_jsonl_and_csv() {
     let (status, _, _) = api.get("/history/export?format=xml").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_approvals_over_http_decide_once() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let id = park(&c, "inbox", message("m1", "Approve?")).await;
+    let api = std::sync::Arc::new(api);
+    let mut handles = Vec::new();
+    for i in 0..50 {
+        let (api, id) = (api.clone(), id.clone());
+        handles.push(tokio::spawn(async move {
+            api.decide(
+                &id,
+                json!({"kind": "approve", "text": format!("click {i}")}),
+            )
+            .await
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut conflicts = Vec::new();
+    for h in handles {
+        let (status, body) = h.await.unwrap();
+        match status {
+            StatusCode::OK => winners.push(body["decision"]["id"].clone()),
+            StatusCode::CONFLICT => conflicts.push(body["decision"]["id"].clone()),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(winners.len(), 1);
+    assert_eq!(conflicts.len(), 49);
+    assert!(
+        conflicts.iter().all(|d| *d == winners[0]),
+        "every refusal names the first decision"
+    );
+    let d = api.json(&format!("/tasks/{id}")).await;
+    assert_eq!(d["decisions"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_crash_between_parking_and_deciding_loses_nothing() {
+    let mut s = Server::start(Some(CONFIG));
+    let c = s.client();
+    let id = park(&c, "inbox", message("m1", "Still there after a crash?")).await;
+    let dir = s.data_dir.clone();
+    s.kill9();
+    let s2 = Server::start_in(&dir, Some(CONFIG), &[]);
+    let api = Api::new(&s2);
+    let q = api.json("/queue").await;
+    assert_eq!(q["items"][0]["taskId"], id.as_str());
+    let (status, body) = api.decide(&id, json!({"kind": "approve"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let t = s2
+        .client()
+        .rpc_ok("inbox", "GetTask", json!({"id": id}))
+        .await;
+    assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED");
+}
