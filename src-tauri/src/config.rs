@@ -32,7 +32,67 @@ pub struct Config {
     #[serde(default)]
     pub cards: CardsConfig,
     #[serde(default)]
+    pub webhooks: WebhooksConfig,
+    #[serde(default)]
     pub agents: Vec<AgentConfig>,
+    /// Remote agents Countersign talks to as a client.
+    #[serde(default)]
+    pub peers: Vec<PeerConfig>,
+}
+
+/// The push-notification webhook receiver (`/webhooks/{subscription}`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Base URL peers reach this server's `/webhooks/` at (behind a tunnel
+    /// or proxy); `public_url`, or the bound address, when unset.
+    pub public_url: Option<String>,
+    /// How often every open watched task is re-read from its peer, so a lost
+    /// push loses nothing (seconds; 0 turns the sweep off).
+    pub sweep_secs: u64,
+    /// Largest push body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            public_url: None,
+            sweep_secs: 60,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// How a decision to reject a peer's task is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RejectWith {
+    /// A message with `{"decision": "reject", "reason": …}`.
+    #[default]
+    Message,
+    /// CancelTask on the peer.
+    Cancel,
+}
+
+/// A remote A2A agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// Slug used in the CLI and API.
+    pub id: Spanned<String>,
+    /// Its base URL (where `/.well-known/agent-card.json` is) or card URL.
+    pub url: String,
+    pub name: Option<String>,
+    pub bearer: Option<String>,
+    pub api_key: Option<String>,
+    /// Header for `api_key`; `X-API-Key` when unset.
+    pub api_key_header: Option<String>,
+    /// Extra headers sent with every call.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub reject_with: RejectWith,
 }
 
 /// Which shape agent cards take for callers that do not say they speak 1.0.
@@ -299,7 +359,9 @@ impl Config {
             store: StoreConfig::default(),
             access: Access::default(),
             cards: CardsConfig::default(),
+            webhooks: WebhooksConfig::default(),
             agents: Vec::new(),
+            peers: Vec::new(),
         })
     }
 
@@ -397,6 +459,39 @@ impl Config {
             if let Some(f) = &a.fallback {
                 check_steps(f)
                     .map_err(|m| err(Some(a.id.span()), format!("agents[{i}].fallback: {m}")))?;
+            }
+        }
+        let mut peer_ids = HashSet::new();
+        for (i, p) in cfg.peers.iter().enumerate() {
+            let id = p.id.get_ref();
+            if !is_slug(id) {
+                return Err(err(
+                    Some(p.id.span()),
+                    format!(
+                        "peers[{i}].id: `{id}` is not a slug (lowercase letters, digits and `-`)"
+                    ),
+                ));
+            }
+            if !peer_ids.insert(id.clone()) || seen.contains(id) {
+                return Err(err(
+                    Some(p.id.span()),
+                    format!("peers[{i}].id: `{id}` is already used by an agent or peer"),
+                ));
+            }
+            match url::Url::parse(&p.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+                _ => {
+                    return Err(err(
+                        Some(p.id.span()),
+                        format!("peers[{i}].url: `{}` is not an http(s) URL", p.url),
+                    ));
+                }
+            }
+            if p.bearer.is_some() && p.api_key.is_some() {
+                return Err(err(
+                    Some(p.id.span()),
+                    format!("peers[{i}]: set `bearer` or `api_key`, not both"),
+                ));
             }
         }
         for (i, c) in cfg.access.credentials.iter().enumerate() {

@@ -2,6 +2,7 @@
 //! v1.0 shapes; other dialects are translated at the edge.
 
 pub mod card;
+pub mod client;
 pub mod error;
 pub mod types;
 pub mod v0_3;

@@ -601,6 +601,36 @@ pub fn decode_send_params(v: &Value, dialect: Dialect) -> Result<SendMessageRequ
     })
 }
 
+/// Encodes a send as v0.3 `MessageSendParams` (what a client of a v0.3 peer
+/// posts as `message/send` or `message/stream` params): `returnImmediately`
+/// becomes `blocking: false`, the push config its nested 0.3 form. The
+/// inverse of [`decode_send_params`] for everything v0.3 can express.
+pub fn encode_send_params(req: &SendMessageRequest) -> Value {
+    let mut out = Map::new();
+    out.insert("message".into(), encode_message(&req.message, Dialect::V03));
+    if let Some(c) = &req.configuration {
+        let mut cfg = Map::new();
+        if !c.accepted_output_modes.is_empty() {
+            cfg.insert("acceptedOutputModes".into(), json!(c.accepted_output_modes));
+        }
+        if let Some(n) = c.history_length {
+            cfg.insert("historyLength".into(), json!(n));
+        }
+        if let Some(p) = &c.task_push_notification_config {
+            cfg.insert(
+                "pushNotificationConfig".into(),
+                encode_push_config(p)["pushNotificationConfig"].clone(),
+            );
+        }
+        cfg.insert("blocking".into(), json!(!c.return_immediately));
+        out.insert("configuration".into(), Value::Object(cfg));
+    }
+    if let Some(md) = &req.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    Value::Object(out)
+}
+
 /// Decodes a v0.3 `PushNotificationConfig` (the inner object).
 fn decode_push_config_body(
     v: &Value,
@@ -758,6 +788,36 @@ mod tests {
                 .scheme,
             "Bearer"
         );
+    }
+
+    #[test]
+    fn send_params_round_trip() {
+        let req: SendMessageRequest = serde_json::from_value(json!({
+            "message": {"messageId": "m1", "contextId": "c1", "taskId": "t1", "role": "ROLE_USER",
+                        "parts": [{"text": "hi", "mediaType": "text/markdown"}, {"url": "https://example.com/a.pdf"}],
+                        "referenceTaskIds": ["t0"]},
+            "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": 2, "returnImmediately": true,
+                "taskPushNotificationConfig": {"id": "p1", "url": "https://hook.example.com", "token": "tok",
+                    "authentication": {"scheme": "Bearer", "credentials": "c"}}},
+            "metadata": {"k": "v"}
+        }))
+        .unwrap();
+        let wire = encode_send_params(&req);
+        assert_eq!(wire["message"]["kind"], "message");
+        assert_eq!(wire["message"]["role"], "user");
+        assert_eq!(wire["configuration"]["blocking"], false);
+        assert_eq!(
+            wire["configuration"]["pushNotificationConfig"]["authentication"]["schemes"],
+            json!(["Bearer"])
+        );
+        assert_eq!(decode_send_params(&wire, Dialect::V03).unwrap(), req);
+        // A send without configuration blocks, as in v0.3, and stays without one.
+        let mut plain = req.clone();
+        plain.configuration = None;
+        let wire = encode_send_params(&plain);
+        assert!(wire.get("configuration").is_none());
+        let back = decode_send_params(&wire, Dialect::V03).unwrap();
+        assert!(!back.configuration.unwrap().return_immediately);
     }
 
     #[test]

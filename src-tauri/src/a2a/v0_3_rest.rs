@@ -515,6 +515,12 @@ pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
     let id = c.id.clone().unwrap_or_default();
     let mut inner = Map::new();
     inner.insert("id".into(), json!(id));
+    encode_push_body(c, &mut inner);
+    json!({"name": format!("tasks/{task}/pushNotificationConfigs/{id}"), "pushNotificationConfig": inner})
+}
+
+/// The fields of a 0.3 `PushNotificationConfig` after its `id`.
+fn encode_push_body(c: &TaskPushNotificationConfig, inner: &mut Map<String, Value>) {
     inner.insert("url".into(), json!(c.url));
     if let Some(t) = &c.token {
         inner.insert("token".into(), json!(t));
@@ -527,7 +533,46 @@ pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
         }
         inner.insert("authentication".into(), Value::Object(am));
     }
-    json!({"name": format!("tasks/{task}/pushNotificationConfigs/{id}"), "pushNotificationConfig": inner})
+}
+
+/// A send as a 0.3 `SendMessageRequest` body (what a client of a 0.3 peer
+/// posts to `/v1/message:send` and `/v1/message:stream`). The inverse of
+/// [`decode_send`] for everything the 0.3 proto can express.
+pub fn encode_send(req: &SendMessageRequest) -> Value {
+    let mut out = Map::new();
+    out.insert("message".into(), encode_message(&req.message));
+    if let Some(c) = &req.configuration {
+        let mut cfg = Map::new();
+        if !c.accepted_output_modes.is_empty() {
+            cfg.insert("acceptedOutputModes".into(), json!(c.accepted_output_modes));
+        }
+        if let Some(p) = &c.task_push_notification_config {
+            let mut inner = Map::new();
+            if let Some(id) = &p.id {
+                inner.insert("id".into(), json!(id));
+            }
+            encode_push_body(p, &mut inner);
+            cfg.insert("pushNotification".into(), Value::Object(inner));
+        }
+        if let Some(n) = c.history_length {
+            cfg.insert("historyLength".into(), json!(n));
+        }
+        cfg.insert("blocking".into(), json!(!c.return_immediately));
+        out.insert("configuration".into(), Value::Object(cfg));
+    }
+    if let Some(md) = &req.metadata {
+        out.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    Value::Object(out)
+}
+
+/// Decodes a SendMessage answer: `{"task": …}` or `{"message": …}`.
+pub fn decode_send_response(v: &Value) -> Result<SendMessageResponse, Error> {
+    match decode_event(v)? {
+        StreamResponse::Task(t) => Ok(SendMessageResponse::Task(t)),
+        StreamResponse::Message(m) => Ok(SendMessageResponse::Message(m)),
+        _ => Err(invalid("a send answer needs one of task, message")),
+    }
 }
 
 #[cfg(test)]
@@ -592,6 +637,36 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn send_bodies_round_trip() {
+        let req: SendMessageRequest = serde_json::from_value(json!({
+            "message": {"messageId": "m1", "contextId": "c1", "taskId": "t1", "role": "ROLE_USER",
+                        "parts": [{"text": "hi"}, {"raw": "dGNr", "filename": "a.txt", "mediaType": "text/plain"}]},
+            "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": 3, "returnImmediately": true,
+                "taskPushNotificationConfig": {"url": "https://hook.example.com", "token": "tok",
+                    "authentication": {"scheme": "Bearer"}}},
+            "metadata": {"k": "v"}
+        }))
+        .unwrap();
+        let wire = encode_send(&req);
+        assert_eq!(wire["message"]["content"][0]["text"], "hi");
+        assert_eq!(wire["configuration"]["blocking"], false);
+        assert!(
+            wire["configuration"]["pushNotification"]
+                .get("id")
+                .is_none()
+        );
+        assert_eq!(decode_send(&wire).unwrap(), req);
+        let t = task();
+        let answer = encode_send_response(&SendMessageResponse::Task(t.clone()));
+        assert_eq!(
+            decode_send_response(&answer).unwrap(),
+            SendMessageResponse::Task(t)
+        );
+        assert!(decode_send_response(&json!({"statusUpdate": {}})).is_err());
+        assert!(decode_send_response(&json!([])).is_err());
     }
 
     #[test]

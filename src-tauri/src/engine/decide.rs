@@ -23,6 +23,14 @@ use crate::config::BackendKind;
 use crate::store::queue::{self as q, DecisionRecord};
 use crate::store::tasks;
 
+/// How applying a decision went, short of failing.
+enum Delivery {
+    /// Applied now.
+    Done,
+    /// Queued in the outbox for a peer.
+    Queued,
+}
+
 /// What a person decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -288,7 +296,9 @@ impl Engine {
     pub async fn apply_decision(&self, mut d: DecisionRecord) -> DecisionRecord {
         let outcome = self.deliver(&d).await;
         let (delivery, error) = match &outcome {
-            Ok(()) => ("delivered", None),
+            Ok(Delivery::Done) => ("delivered", None),
+            // The outbox delivers it to the peer and records how that went.
+            Ok(Delivery::Queued) => return d,
             Err(e) => ("failed", Some(e.clone())),
         };
         let (id, err) = (d.id.clone(), error.clone());
@@ -307,7 +317,7 @@ impl Engine {
         d
     }
 
-    async fn deliver(&self, d: &DecisionRecord) -> Result<(), String> {
+    async fn deliver(&self, d: &DecisionRecord) -> Result<Delivery, String> {
         let tid = d.task_id.clone();
         let head = self
             .inner
@@ -321,6 +331,41 @@ impl Engine {
                 "task is {} now; the decision came too late",
                 head.state.short_name()
             ));
+        }
+        // A watched task lives on a peer: the decision becomes a call in the
+        // durable outbox (keyed by the decision, so queuing twice is a no-op).
+        if let Some((peer_id, remote_id)) = self
+            .remote_of(&d.task_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            let item = crate::store::peers::OutboxItem {
+                id: d.id.clone(),
+                kind: "decision".into(),
+                ref_id: d.id.clone(),
+                peer_id: Some(peer_id),
+                body: json!({
+                    "kind": d.kind,
+                    "taskId": d.task_id,
+                    "remoteTaskId": remote_id,
+                    "contextId": head.context_id,
+                    "messageId": format!("decision-{}", d.id),
+                    "parts": decision_parts(d),
+                }),
+                attempts: 0,
+                next_ms: now_ms(),
+                status: "pending".into(),
+                last_error: None,
+                created_ms: now_ms(),
+                done_ms: None,
+            };
+            self.inner
+                .store
+                .write(move |conn| crate::store::peers::enqueue(conn, &item))
+                .await
+                .map_err(|e| e.to_string())?;
+            self.inner.outbox_ready.notify_one();
+            return Ok(Delivery::Queued);
         }
         let agent: Arc<super::Agent> = self
             .agent(&head.agent_id)
@@ -359,7 +404,7 @@ impl Engine {
                     .await
                     .map_err(|e| e.to_string())?;
             }
-            return Ok(());
+            return Ok(Delivery::Done);
         }
         // Any other local agent: the decision is the next user message.
         let message = Message {
@@ -380,7 +425,7 @@ impl Engine {
         };
         self.send(&agent, &head.owner, req, Dialect::V1)
             .await
-            .map(|_| ())
+            .map(|_| Delivery::Done)
             .map_err(|e| e.to_string())
     }
 

@@ -9,7 +9,9 @@ pub mod backend;
 pub mod decide;
 pub mod events;
 pub mod lifecycle;
+pub mod peers;
 pub mod queue;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +68,10 @@ pub struct Engine {
 struct Inner {
     store: Store,
     bus: Bus,
+    /// Woken when a call is queued in the outbox.
+    outbox_ready: tokio::sync::Notify,
+    /// The A2A client for peers, made on first use.
+    client: std::sync::OnceLock<crate::a2a::client::A2aClient>,
     agents: Vec<Arc<Agent>>,
     limits: Limits,
 }
@@ -97,6 +103,8 @@ impl Engine {
             inner: Arc::new(Inner {
                 store,
                 bus: Bus::default(),
+                outbox_ready: tokio::sync::Notify::new(),
+                client: std::sync::OnceLock::new(),
                 agents,
                 limits,
             }),

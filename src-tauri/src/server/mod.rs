@@ -14,7 +14,9 @@ pub mod run;
 pub mod sse;
 pub mod ui_api;
 pub mod ui_auth;
+pub mod ui_peers;
 pub mod ui_queue;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,6 +58,10 @@ pub fn router(state: Shared) -> Router {
         .route("/a2a/{agent}", any(jsonrpc::handle))
         .route("/a2a/{agent}/", any(jsonrpc::handle))
         .route("/a2a/{agent}/{*rest}", any(rest::handle))
+        .route(
+            "/webhooks/{subscription}",
+            axum::routing::post(webhooks::receive),
+        )
         .nest("/api", ui_api::router(state.clone()))
         .fallback(not_found)
         // Bodies are read by `read_body`, which enforces the configured limit
@@ -185,6 +191,15 @@ pub fn requested_version(headers: &HeaderMap, uri: &Uri) -> Result<Option<Versio
         _ => Err(Error::VersionNotSupported(format!(
             "this server speaks A2A 1.0 and 0.3; the request asks for {v}"
         ))),
+    }
+}
+
+/// The base URL peers reach `/webhooks/` at: `[webhooks] public_url`, else
+/// `public_url`, else the bound address.
+pub fn webhook_base(state: &AppState) -> String {
+    match (&state.config.webhooks.public_url, &state.config.public_url) {
+        (Some(u), _) | (None, Some(u)) => u.trim_end_matches('/').to_owned(),
+        (None, None) => format!("http://{}", state.local_addr),
     }
 }
 

@@ -59,6 +59,9 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
         Err(e) => tracing::warn!("recovery after restart failed: {e}"),
     }
+    if let Err(e) = engine.register_config_peers(&opts.config.peers).await {
+        tracing::warn!("cannot register the configured peers: {e}");
+    }
     let listener = TcpListener::bind(opts.bind)
         .await
         .map_err(|e| StartError::Bind(opts.bind, e))?;
@@ -93,6 +96,28 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
     let _ = out.flush();
     drop(out);
     tracing::info!(db = %db.display(), "serving {} agent(s)", state.engine.agents().len());
+    // The outbox delivers calls owed to peers; the sweep re-reads watched
+    // tasks now (a restart loses nothing) and every `sweep_secs`.
+    let outbox_engine = state.engine.clone();
+    tokio::spawn(outbox_engine_run(outbox_engine, state.shutdown.clone()));
+    let sweep_secs = state.config.webhooks.sweep_secs;
+    let sweep_engine = state.engine.clone();
+    let mut sweep_stop = state.shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            let n = sweep_engine.sweep().await;
+            if n > 0 {
+                tracing::debug!("sweep re-read {n} watched task(s)");
+            }
+            if sweep_secs == 0 {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_secs(sweep_secs)) => {}
+                _ = sweep_stop.changed() => return,
+            }
+        }
+    });
     let app = router(state.clone());
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -105,6 +130,10 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
     store.close().await;
     tracing::info!("database closed");
     result.map_err(StartError::Serve)
+}
+
+async fn outbox_engine_run(engine: Engine, shutdown: watch::Receiver<bool>) {
+    engine.run_outbox(shutdown).await;
 }
 
 /// Listens for SIGINT and SIGTERM from the call on, and resolves on the

@@ -212,7 +212,7 @@ pub fn sync_turn(
         let preview = request_preview(conn, task_id)?;
         conn.prepare_cached(
             "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
-             VALUES (?1, ?2, ?3, 'served', ?4, ?5, ?6)",
+             VALUES (?1, ?2, ?3, (SELECT origin FROM tasks WHERE id = ?2), ?4, ?5, ?6)",
         )?
         .execute(params![id, task_id, agent_id, to.number(), preview, now_ms])?;
         conn.prepare_cached("INSERT INTO turn_search (turn_id, text) VALUES (?1, ?2)")?

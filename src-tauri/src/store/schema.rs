@@ -96,6 +96,45 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX decisions_pending ON decisions(created_ms) WHERE delivery = 'pending';
     CREATE VIRTUAL TABLE turn_search USING fts5(turn_id UNINDEXED, text);
     CREATE INDEX tasks_by_time ON tasks(updated_ms);",
+    // 4: peers (remote agents we talk to as a client), webhook subscriptions,
+    // the link from a watched task to its task on the peer, and the outbox of
+    // calls owed to peers (decisions to deliver).
+    "CREATE TABLE peers (
+        id          TEXT PRIMARY KEY,
+        url         TEXT NOT NULL,
+        name        TEXT,
+        auth        TEXT NOT NULL DEFAULT '{}',
+        reject_with TEXT NOT NULL DEFAULT 'message',
+        card        TEXT,
+        card_ms     INTEGER,
+        from_config INTEGER NOT NULL DEFAULT 0,
+        created_ms  INTEGER NOT NULL
+    );
+    CREATE TABLE subscriptions (
+        id          TEXT PRIMARY KEY,
+        peer_id     TEXT NOT NULL,
+        token       TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL
+    );
+    ALTER TABLE tasks ADD COLUMN peer_id TEXT;
+    ALTER TABLE tasks ADD COLUMN remote_id TEXT;
+    ALTER TABLE tasks ADD COLUMN subscription_id TEXT;
+    CREATE UNIQUE INDEX tasks_by_remote ON tasks(peer_id, remote_id) WHERE peer_id IS NOT NULL;
+    CREATE INDEX tasks_watched_open ON tasks(updated_ms) WHERE origin = 'watched' AND state NOT IN (3, 4, 5, 7);
+    CREATE TABLE outbox (
+        id          TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        ref_id      TEXT NOT NULL,
+        peer_id     TEXT,
+        body        TEXT NOT NULL,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        next_ms     INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        last_error  TEXT,
+        created_ms  INTEGER NOT NULL,
+        done_ms     INTEGER
+    );
+    CREATE INDEX outbox_due ON outbox(next_ms) WHERE status = 'pending';",
 ];
 
 /// Brings the database up to the newest schema.

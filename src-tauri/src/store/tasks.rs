@@ -130,6 +130,15 @@ pub fn active_served(conn: &Connection) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// Whether a task's history holds the message `message_id`.
+pub fn has_message(conn: &Connection, task_id: &str, message_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM messages WHERE task_id = ?1 AND message_id = ?2 LIMIT 1")?
+        .query_row(params![task_id, message_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 /// Appends a message to a task's history.
 pub fn append_message(conn: &Connection, task_id: &str, m: &Message) -> Result<()> {
     let seq: i64 = conn

@@ -1,0 +1,544 @@
+//! Each client operation on the wire of each endpoint (binding × dialect):
+//! the HTTP request it becomes, and how its answer turns back into the
+//! internal v1.0 types. Pure functions; [`super::A2aClient`] does the I/O.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use url::Url;
+
+use super::{Binding, ClientError, Endpoint, error};
+use crate::a2a::types::{
+    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
+};
+use crate::a2a::{v0_3, v0_3::Dialect, v0_3_rest};
+
+/// One call to a peer, independent of how it travels.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Operation<'a> {
+    Send(&'a SendMessageRequest),
+    Stream(&'a SendMessageRequest),
+    GetTask {
+        id: &'a str,
+        history_length: Option<i32>,
+    },
+    Cancel {
+        id: &'a str,
+    },
+    CreatePushConfig {
+        task_id: &'a str,
+        config: &'a TaskPushNotificationConfig,
+    },
+    Subscribe {
+        id: &'a str,
+    },
+}
+
+impl Operation<'_> {
+    /// Whether the answer is an event stream.
+    pub(crate) fn streams(&self) -> bool {
+        matches!(self, Operation::Stream(_) | Operation::Subscribe { .. })
+    }
+
+    /// The JSON-RPC method name in `dialect`.
+    fn method(&self, dialect: Dialect) -> &'static str {
+        let v1 = dialect == Dialect::V1;
+        match self {
+            Operation::Send(_) if v1 => "SendMessage",
+            Operation::Send(_) => "message/send",
+            Operation::Stream(_) if v1 => "SendStreamingMessage",
+            Operation::Stream(_) => "message/stream",
+            Operation::GetTask { .. } if v1 => "GetTask",
+            Operation::GetTask { .. } => "tasks/get",
+            Operation::Cancel { .. } if v1 => "CancelTask",
+            Operation::Cancel { .. } => "tasks/cancel",
+            Operation::CreatePushConfig { .. } if v1 => "CreateTaskPushNotificationConfig",
+            Operation::CreatePushConfig { .. } => "tasks/pushNotificationConfig/set",
+            Operation::Subscribe { .. } if v1 => "SubscribeToTask",
+            Operation::Subscribe { .. } => "tasks/resubscribe",
+        }
+    }
+}
+
+/// An HTTP request ready to send.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpCall {
+    pub method: Method,
+    pub url: Url,
+    pub body: Option<Value>,
+    /// Send `A2A-Version: 1.0` (every 1.0 request; 0.3 peers get none).
+    pub v1: bool,
+    /// The JSON-RPC id the answer must echo.
+    pub rpc_id: Option<Value>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The request `op` becomes on `ep`.
+pub(crate) fn build(op: &Operation, ep: &Endpoint) -> Result<HttpCall, ClientError> {
+    if !matches!(ep.dialect, Dialect::V1 | Dialect::V03) {
+        return Err(ClientError::Unsupported(
+            "the pre-0.3 dialect (`tasks/send`) is not spoken to peers; use an A2A 1.0 or 0.3 endpoint"
+                .into(),
+        ));
+    }
+    let url = Url::parse(&ep.url).map_err(|e| ClientError::InvalidUrl {
+        url: ep.url.clone(),
+        reason: e.to_string(),
+    })?;
+    let v1 = ep.dialect == Dialect::V1;
+    match ep.binding {
+        Binding::JsonRpc => {
+            let id = json!(format!(
+                "countersign-{}",
+                NEXT_ID.fetch_add(1, Ordering::Relaxed)
+            ));
+            let params = if v1 {
+                v1_params(op, ep.tenant.as_deref())?
+            } else {
+                v0_3_params(op)
+            };
+            Ok(HttpCall {
+                method: Method::POST,
+                url,
+                body: Some(
+                    json!({"jsonrpc": "2.0", "id": id, "method": op.method(ep.dialect), "params": params}),
+                ),
+                v1,
+                rpc_id: Some(id),
+            })
+        }
+        Binding::HttpJson => rest_call(op, ep, url),
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ClientError> {
+    serde_json::to_value(v).map_err(|e| ClientError::Protocol(format!("cannot encode: {e}")))
+}
+
+fn with_tenant(mut v: Value, tenant: Option<&str>) -> Value {
+    if let (Value::Object(m), Some(t)) = (&mut v, tenant) {
+        m.insert("tenant".into(), json!(t));
+    }
+    v
+}
+
+fn v1_params(op: &Operation, tenant: Option<&str>) -> Result<Value, ClientError> {
+    let v = match op {
+        Operation::Send(req) | Operation::Stream(req) => to_json(req)?,
+        Operation::GetTask { id, history_length } => {
+            let mut m = Map::new();
+            m.insert("id".into(), json!(id));
+            if let Some(n) = history_length {
+                m.insert("historyLength".into(), json!(n));
+            }
+            Value::Object(m)
+        }
+        Operation::Cancel { id } | Operation::Subscribe { id } => json!({ "id": id }),
+        Operation::CreatePushConfig { task_id, config } => {
+            let mut v = to_json(config)?;
+            v["taskId"] = json!(task_id);
+            v
+        }
+    };
+    Ok(with_tenant(v, tenant))
+}
+
+fn v0_3_params(op: &Operation) -> Value {
+    match op {
+        Operation::Send(req) | Operation::Stream(req) => v0_3::encode_send_params(req),
+        Operation::GetTask { id, history_length } => match history_length {
+            Some(n) => json!({"id": id, "historyLength": n}),
+            None => json!({ "id": id }),
+        },
+        Operation::Cancel { id } | Operation::Subscribe { id } => json!({ "id": id }),
+        Operation::CreatePushConfig { task_id, config } => {
+            let mut c = (*config).clone();
+            c.task_id = Some((*task_id).to_owned());
+            v0_3::encode_push_config(&c)
+        }
+    }
+}
+
+/// The HTTP+JSON request: 1.0 routes under the interface URL (after the
+/// tenant, if any), 0.3 routes under `{url}/v1`.
+fn rest_call(op: &Operation, ep: &Endpoint, mut url: Url) -> Result<HttpCall, ClientError> {
+    let v1 = ep.dialect == Dialect::V1;
+    let tenant = if v1 { ep.tenant.as_deref() } else { None };
+    let (method, tail, body): (Method, Vec<String>, Option<Value>) = match op {
+        Operation::Send(req) | Operation::Stream(req) => {
+            let body = if v1 {
+                with_tenant(to_json(req)?, tenant)
+            } else {
+                v0_3_rest::encode_send(req)
+            };
+            let path = if op.streams() {
+                "message:stream"
+            } else {
+                "message:send"
+            };
+            (Method::POST, vec![path.into()], Some(body))
+        }
+        Operation::GetTask { id, .. } => (Method::GET, vec!["tasks".into(), (*id).into()], None),
+        Operation::Cancel { id } => {
+            let body = if v1 {
+                with_tenant(json!({ "id": id }), tenant)
+            } else {
+                json!({ "name": format!("tasks/{id}") })
+            };
+            (
+                Method::POST,
+                vec!["tasks".into(), format!("{id}:cancel")],
+                Some(body),
+            )
+        }
+        Operation::CreatePushConfig { task_id, config } => {
+            let mut c = (*config).clone();
+            c.task_id = Some((*task_id).to_owned());
+            let body = if v1 {
+                with_tenant(to_json(&c)?, tenant)
+            } else {
+                v0_3_rest::encode_push_config(&c)
+            };
+            (
+                Method::POST,
+                vec![
+                    "tasks".into(),
+                    (*task_id).into(),
+                    "pushNotificationConfigs".into(),
+                ],
+                Some(body),
+            )
+        }
+        // GET: the proto's HTTP rule in both generations (and the only verb
+        // 0.3 servers take); see `subscribe_fallback` for POST-only peers.
+        Operation::Subscribe { id } => (
+            Method::GET,
+            vec!["tasks".into(), format!("{id}:subscribe")],
+            None,
+        ),
+    };
+    {
+        let mut segs = url
+            .path_segments_mut()
+            .map_err(|_| ClientError::InvalidUrl {
+                url: ep.url.clone(),
+                reason: "it cannot have a path".into(),
+            })?;
+        segs.pop_if_empty();
+        if !v1 {
+            segs.push("v1");
+        }
+        if let Some(t) = tenant {
+            segs.push(t);
+        }
+        segs.extend(tail.iter());
+    }
+    if let Operation::GetTask {
+        history_length: Some(n),
+        ..
+    } = op
+    {
+        url.query_pairs_mut()
+            .append_pair("historyLength", &n.to_string());
+    }
+    Ok(HttpCall {
+        method,
+        url,
+        body,
+        v1,
+        rpc_id: None,
+    })
+}
+
+/// A subscribe call again with POST, for peers that take only the verb of
+/// the 1.0 spec's text (`POST /tasks/{id}:subscribe`) and answer GET with 405.
+pub(crate) fn subscribe_fallback(call: &HttpCall) -> Option<HttpCall> {
+    (call.method == Method::GET && call.rpc_id.is_none()).then(|| HttpCall {
+        method: Method::POST,
+        body: Some(json!({})),
+        ..call.clone()
+    })
+}
+
+/// The payload of a JSON-RPC answer: its `result`, or its `error` as
+/// [`ClientError::Remote`]. `id` is what the answer must echo (`None` for
+/// stream events, whose ids are not checked).
+pub(crate) fn rpc_result(answer: Value, id: Option<&Value>) -> Result<Value, ClientError> {
+    if let Some(e) = error::remote_error(&answer) {
+        return Err(e);
+    }
+    let Value::Object(mut m) = answer else {
+        return Err(ClientError::Protocol(
+            "a JSON-RPC answer must be an object".into(),
+        ));
+    };
+    if let (Some(want), Some(got)) = (id, m.get("id"))
+        && want != got
+    {
+        return Err(ClientError::Protocol(format!(
+            "the JSON-RPC answer is for request {got}, not {want}"
+        )));
+    }
+    m.remove("result").ok_or_else(|| {
+        ClientError::Protocol("the JSON-RPC answer has neither `result` nor `error`".into())
+    })
+}
+
+fn shape(what: &str, e: impl std::fmt::Display) -> ClientError {
+    ClientError::Protocol(format!("unexpected {what}: {e}"))
+}
+
+fn v1_value<T: DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
+    serde_path_to_error::deserialize(v).map_err(|e| shape(what, e))
+}
+
+/// A SendMessage answer (the JSON-RPC `result` or the HTTP+JSON body).
+pub(crate) fn decode_send(v: Value, ep: &Endpoint) -> Result<SendMessageResponse, ClientError> {
+    const WHAT: &str = "send answer";
+    match (ep.dialect, ep.binding) {
+        (Dialect::V1, _) => v1_value(v, WHAT),
+        (_, Binding::JsonRpc) => match v0_3::decode_event(&v).map_err(|e| shape(WHAT, e))? {
+            StreamResponse::Task(t) => Ok(SendMessageResponse::Task(t)),
+            StreamResponse::Message(m) => Ok(SendMessageResponse::Message(m)),
+            _ => Err(shape(WHAT, "it is neither a task nor a message")),
+        },
+        (_, Binding::HttpJson) => v0_3_rest::decode_send_response(&v).map_err(|e| shape(WHAT, e)),
+    }
+}
+
+/// A Task answer (GetTask, CancelTask).
+pub(crate) fn decode_task(v: Value, ep: &Endpoint) -> Result<Task, ClientError> {
+    const WHAT: &str = "task";
+    match (ep.dialect, ep.binding) {
+        (Dialect::V1, _) => v1_value(v, WHAT),
+        (_, Binding::JsonRpc) => v0_3::decode_task(&v).map_err(|e| shape(WHAT, e)),
+        (_, Binding::HttpJson) => v0_3_rest::decode_task(&v).map_err(|e| shape(WHAT, e)),
+    }
+}
+
+/// A push config answer; 0.3 REST bodies name the task only in `name`, so
+/// the task id of the request fills it in.
+pub(crate) fn decode_push_config(
+    v: Value,
+    ep: &Endpoint,
+    task_id: &str,
+) -> Result<TaskPushNotificationConfig, ClientError> {
+    const WHAT: &str = "push notification config";
+    let mut c: TaskPushNotificationConfig = match (ep.dialect, ep.binding) {
+        (Dialect::V1, _) => v1_value(v, WHAT)?,
+        (_, Binding::JsonRpc) => v0_3::decode_push_config(&v).map_err(|e| shape(WHAT, e))?,
+        (_, Binding::HttpJson) => {
+            v0_3_rest::decode_push_config(&v, task_id).map_err(|e| shape(WHAT, e))?
+        }
+    };
+    if c.task_id.is_none() {
+        c.task_id = Some(task_id.to_owned());
+    }
+    Ok(c)
+}
+
+/// One stream event's data (already unwrapped from its JSON-RPC envelope),
+/// and whether it is the last (0.3 `final: true`; 1.0 ends by closing).
+pub(crate) fn decode_event(v: Value, ep: &Endpoint) -> Result<(StreamResponse, bool), ClientError> {
+    const WHAT: &str = "stream event";
+    match (ep.dialect, ep.binding) {
+        (Dialect::V1, _) => Ok((v1_value(v, WHAT)?, false)),
+        (_, Binding::JsonRpc) => {
+            let last = v.get("final").and_then(Value::as_bool) == Some(true);
+            Ok((v0_3::decode_event(&v).map_err(|e| shape(WHAT, e))?, last))
+        }
+        (_, Binding::HttpJson) => {
+            let last = v
+                .get("statusUpdate")
+                .and_then(|u| u.get("final"))
+                .and_then(Value::as_bool)
+                == Some(true);
+            Ok((
+                v0_3_rest::decode_event(&v).map_err(|e| shape(WHAT, e))?,
+                last,
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::types::{Message, Part, Role};
+
+    fn ep(binding: Binding, dialect: Dialect, tenant: Option<&str>) -> Endpoint {
+        Endpoint {
+            url: "http://h/a2a/x".into(),
+            binding,
+            dialect,
+            tenant: tenant.map(str::to_owned),
+        }
+    }
+
+    fn req() -> SendMessageRequest {
+        SendMessageRequest {
+            tenant: None,
+            message: Message {
+                message_id: "m1".into(),
+                context_id: None,
+                task_id: Some("t 1".into()),
+                role: Role::User,
+                parts: vec![Part::text("hi")],
+                metadata: None,
+                extensions: Vec::new(),
+                reference_task_ids: Vec::new(),
+            },
+            configuration: None,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn jsonrpc_calls_use_each_dialects_method_and_shapes() {
+        let r = req();
+        let call = build(
+            &Operation::Send(&r),
+            &ep(Binding::JsonRpc, Dialect::V1, Some("acme")),
+        )
+        .unwrap();
+        let body = call.body.unwrap();
+        assert_eq!(body["method"], "SendMessage");
+        assert_eq!(body["params"]["message"]["role"], "ROLE_USER");
+        assert_eq!(body["params"]["tenant"], "acme");
+        assert_eq!(Some(&body["id"]), call.rpc_id.as_ref());
+        assert!(call.v1);
+        let call = build(
+            &Operation::Send(&r),
+            &ep(Binding::JsonRpc, Dialect::V03, None),
+        )
+        .unwrap();
+        let body = call.body.unwrap();
+        assert_eq!(body["method"], "message/send");
+        assert_eq!(body["params"]["message"]["kind"], "message");
+        assert!(!call.v1);
+        let cfg = TaskPushNotificationConfig {
+            tenant: None,
+            id: None,
+            task_id: None,
+            url: "https://hook.example".into(),
+            token: None,
+            authentication: None,
+        };
+        let op = Operation::CreatePushConfig {
+            task_id: "t1",
+            config: &cfg,
+        };
+        let body = build(&op, &ep(Binding::JsonRpc, Dialect::V03, None))
+            .unwrap()
+            .body
+            .unwrap();
+        assert_eq!(body["method"], "tasks/pushNotificationConfig/set");
+        assert_eq!(body["params"]["taskId"], "t1");
+        assert_eq!(
+            body["params"]["pushNotificationConfig"]["url"],
+            "https://hook.example"
+        );
+    }
+
+    #[test]
+    fn rest_paths_per_dialect_with_tenant_and_escaped_ids() {
+        let get = Operation::GetTask {
+            id: "a/b",
+            history_length: Some(2),
+        };
+        let call = build(&get, &ep(Binding::HttpJson, Dialect::V1, Some("acme"))).unwrap();
+        assert_eq!(call.method, Method::GET);
+        assert_eq!(
+            call.url.as_str(),
+            "http://h/a2a/x/acme/tasks/a%2Fb?historyLength=2"
+        );
+        let call = build(
+            &Operation::Cancel { id: "t1" },
+            &ep(Binding::HttpJson, Dialect::V03, Some("ignored")),
+        )
+        .unwrap();
+        assert_eq!(call.url.as_str(), "http://h/a2a/x/v1/tasks/t1:cancel");
+        let r = req();
+        let call = build(
+            &Operation::Stream(&r),
+            &ep(Binding::HttpJson, Dialect::V03, None),
+        )
+        .unwrap();
+        assert_eq!(call.url.as_str(), "http://h/a2a/x/v1/message:stream");
+        assert_eq!(call.body.unwrap()["message"]["content"][0]["text"], "hi");
+        let sub = build(
+            &Operation::Subscribe { id: "t1" },
+            &ep(Binding::HttpJson, Dialect::V1, None),
+        )
+        .unwrap();
+        assert_eq!(sub.url.as_str(), "http://h/a2a/x/tasks/t1:subscribe");
+        assert_eq!(subscribe_fallback(&sub).unwrap().method, Method::POST);
+    }
+
+    #[test]
+    fn the_pre_0_3_dialect_is_refused() {
+        let r = req();
+        assert!(matches!(
+            build(
+                &Operation::Send(&r),
+                &ep(Binding::JsonRpc, Dialect::Legacy, None)
+            ),
+            Err(ClientError::Unsupported(_))
+        ));
+    }
+
+    #[test]
+    fn rpc_answers_unwrap_or_fail() {
+        let id = json!("countersign-1");
+        assert_eq!(
+            rpc_result(
+                json!({"jsonrpc": "2.0", "id": "countersign-1", "result": {"x": 1}}),
+                Some(&id)
+            )
+            .unwrap(),
+            json!({"x": 1})
+        );
+        assert!(matches!(
+            rpc_result(
+                json!({"jsonrpc": "2.0", "id": "other", "result": {}}),
+                Some(&id)
+            ),
+            Err(ClientError::Protocol(_))
+        ));
+        assert!(matches!(
+            rpc_result(
+                json!({"jsonrpc": "2.0", "id": "countersign-1", "error": {"code": -32001, "message": "nope"}}),
+                Some(&id)
+            ),
+            Err(ClientError::Remote { code: -32001, .. })
+        ));
+        assert!(matches!(
+            rpc_result(json!({"jsonrpc": "2.0", "id": "countersign-1"}), Some(&id)),
+            Err(ClientError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn events_decode_per_dialect_and_see_the_0_3_final_flag() {
+        let v03 = json!({"kind": "status-update", "taskId": "t", "contextId": "c",
+                         "status": {"state": "completed"}, "final": true});
+        let (ev, last) = decode_event(v03, &ep(Binding::JsonRpc, Dialect::V03, None)).unwrap();
+        assert!(last);
+        assert!(matches!(ev, StreamResponse::StatusUpdate(_)));
+        let rest = json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+                          "status": {"state": "TASK_STATE_WORKING"}, "final": false}});
+        let (_, last) = decode_event(rest, &ep(Binding::HttpJson, Dialect::V03, None)).unwrap();
+        assert!(!last);
+        let v1 = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}});
+        assert!(decode_event(v1, &ep(Binding::JsonRpc, Dialect::V1, None)).is_ok());
+        let e = decode_event(
+            json!({"bogus": 1}),
+            &ep(Binding::JsonRpc, Dialect::V1, None),
+        )
+        .unwrap_err();
+        assert!(matches!(e, ClientError::Protocol(_)), "{e}");
+    }
+}

@@ -1,0 +1,490 @@
+//! Peers and the work that crosses to them: registering peers (config and
+//! runtime), starting tasks on them with a webhook subscription, re-reading
+//! watched tasks (on a push, in the sweep, after a restart), and the durable
+//! outbox that delivers decisions with retries.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+
+use super::{Engine, new_id};
+use crate::a2a::client::{ClientError, PeerAuth, PeerCard};
+use crate::a2a::types::{
+    Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, Task,
+    TaskPushNotificationConfig,
+};
+use crate::clock::now_ms;
+use crate::config::{PeerConfig, RejectWith};
+use crate::store::peers::{self as p, OutboxItem, PeerAuthRecord, PeerRecord, Subscription};
+use crate::store::queue as q;
+
+/// Attempts before an outbox call is given up (dead-lettered).
+const MAX_ATTEMPTS: i64 = 8;
+
+/// Why a peer operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("no peer `{0}`")]
+    UnknownPeer(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("storage failure: {0}")]
+    Store(#[from] crate::store::Error),
+}
+
+impl PeerError {
+    /// Whether trying again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PeerError::Client(c) => c.is_transient(),
+            PeerError::Store(_) => true,
+            PeerError::UnknownPeer(_) | PeerError::Invalid(_) => false,
+        }
+    }
+}
+
+fn auth_of(r: &PeerAuthRecord) -> PeerAuth {
+    PeerAuth {
+        bearer: r.bearer.clone(),
+        api_key: r.api_key.clone().map(|k| {
+            (
+                r.api_key_header
+                    .clone()
+                    .unwrap_or_else(|| "X-API-Key".into()),
+                k,
+            )
+        }),
+        headers: r.headers.clone(),
+    }
+}
+
+fn random_token() -> String {
+    let mut b = [0u8; 24];
+    if getrandom::fill(&mut b).is_err() {
+        // Never reached on a supported OS; a v4 uuid is still unguessable.
+        return uuid::Uuid::new_v4().simple().to_string();
+    }
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+}
+
+/// How long one call to a peer may take.
+const PEER_TIMEOUT: Duration = Duration::from_secs(15);
+
+impl Engine {
+    fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
+        if let Some(c) = self.inner.client.get() {
+            return Ok(c);
+        }
+        let made = crate::a2a::client::A2aClient::new(PEER_TIMEOUT)?;
+        Ok(self.inner.client.get_or_init(|| made))
+    }
+
+    /// Registers the peers named in the config (their cards are fetched on
+    /// first use).
+    pub async fn register_config_peers(&self, peers: &[PeerConfig]) -> Result<(), PeerError> {
+        for c in peers {
+            let rec = PeerRecord {
+                id: c.id.get_ref().clone(),
+                url: c.url.clone(),
+                name: c.name.clone(),
+                auth: PeerAuthRecord {
+                    bearer: c.bearer.clone(),
+                    api_key: c.api_key.clone(),
+                    api_key_header: c.api_key_header.clone(),
+                    headers: c
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                },
+                reject_with: match c.reject_with {
+                    RejectWith::Message => "message".into(),
+                    RejectWith::Cancel => "cancel".into(),
+                },
+                card: None,
+                card_ms: None,
+                from_config: true,
+                created_ms: now_ms(),
+            };
+            self.inner
+                .store
+                .write(move |conn| p::put_peer(conn, &rec))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Adds a peer at runtime: its card is fetched (and must be readable)
+    /// before it is stored.
+    pub async fn add_peer(
+        &self,
+        id: &str,
+        url: &str,
+        name: Option<String>,
+        auth: PeerAuthRecord,
+    ) -> Result<PeerRecord, PeerError> {
+        if !crate::config::is_slug(id) {
+            return Err(PeerError::Invalid(format!(
+                "`{id}` is not a slug (lowercase letters, digits and `-`)"
+            )));
+        }
+        if self.agent(id).is_some() {
+            return Err(PeerError::Invalid(format!(
+                "`{id}` is the id of a local agent"
+            )));
+        }
+        let card = self.client()?.discover(url, &auth_of(&auth)).await?;
+        let rec = PeerRecord {
+            id: id.to_owned(),
+            url: url.to_owned(),
+            name: name.or_else(|| Some(card.name.clone())),
+            auth,
+            reject_with: "message".into(),
+            card: Some(card.card.clone()),
+            card_ms: Some(now_ms()),
+            from_config: false,
+            created_ms: now_ms(),
+        };
+        let stored = rec.clone();
+        let card_json = card.card.clone();
+        self.inner
+            .store
+            .write(move |conn| {
+                p::put_peer(conn, &stored)?;
+                p::set_card(conn, &stored.id, &card_json, now_ms())
+            })
+            .await?;
+        Ok(rec)
+    }
+
+    /// Every peer.
+    pub async fn peers(&self) -> Result<Vec<PeerRecord>, PeerError> {
+        Ok(self.inner.store.read(p::peers).await?)
+    }
+
+    /// Removes a peer (its watched tasks stay, read-only).
+    pub async fn remove_peer(&self, id: &str) -> Result<(), PeerError> {
+        let pid = id.to_owned();
+        if self
+            .inner
+            .store
+            .write(move |conn| p::remove_peer(conn, &pid))
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(PeerError::UnknownPeer(id.to_owned()))
+        }
+    }
+
+    async fn peer_record(&self, id: &str) -> Result<PeerRecord, PeerError> {
+        let pid = id.to_owned();
+        self.inner
+            .store
+            .read(move |conn| p::peer(conn, &pid))
+            .await?
+            .ok_or_else(|| PeerError::UnknownPeer(id.to_owned()))
+    }
+
+    /// The peer's card (cached; fetched if missing or `refresh`).
+    pub async fn peer_card(
+        &self,
+        id: &str,
+        refresh: bool,
+    ) -> Result<(PeerRecord, PeerCard), PeerError> {
+        let rec = self.peer_record(id).await?;
+        if !refresh
+            && let Some(card) = &rec.card
+            && let Ok(parsed) = PeerCard::from_json(&rec.url, card.clone())
+        {
+            return Ok((rec, parsed));
+        }
+        let card = self
+            .client()?
+            .discover(&rec.url, &auth_of(&rec.auth))
+            .await?;
+        let (pid, json) = (rec.id.clone(), card.card.clone());
+        self.inner
+            .store
+            .write(move |conn| p::set_card(conn, &pid, &json, now_ms()))
+            .await?;
+        Ok((rec, card))
+    }
+
+    /// A new webhook subscription for a peer's pushes.
+    pub async fn create_subscription(&self, peer_id: &str) -> Result<Subscription, PeerError> {
+        self.peer_record(peer_id).await?;
+        let sub = Subscription {
+            id: new_id(),
+            peer_id: peer_id.to_owned(),
+            token: random_token(),
+            created_ms: now_ms(),
+        };
+        let stored = sub.clone();
+        self.inner
+            .store
+            .write(move |conn| p::insert_subscription(conn, &stored))
+            .await?;
+        Ok(sub)
+    }
+
+    /// A subscription by id.
+    pub async fn subscription(
+        &self,
+        id: &str,
+    ) -> Result<Option<Subscription>, crate::store::Error> {
+        let sid = id.to_owned();
+        self.inner
+            .store
+            .read(move |conn| p::subscription(conn, &sid))
+            .await
+    }
+
+    /// Starts a task on a peer with `parts`, and watches it: a subscription
+    /// is registered as the task's push config when the peer offers push
+    /// notifications (`webhook_base` is where the peer reaches us). Returns
+    /// our mirror of the task.
+    pub async fn send_to_peer(
+        &self,
+        peer_id: &str,
+        parts: Vec<Part>,
+        webhook_base: Option<&str>,
+    ) -> Result<Task, PeerError> {
+        let (rec, card) = self.peer_card(peer_id, false).await?;
+        let auth = auth_of(&rec.auth);
+        let mut configuration = SendMessageConfiguration {
+            return_immediately: true,
+            ..Default::default()
+        };
+        let mut sub_id = None;
+        if let (true, Some(base)) = (card.push_notifications, webhook_base) {
+            let sub = self.create_subscription(peer_id).await?;
+            configuration.task_push_notification_config = Some(TaskPushNotificationConfig {
+                tenant: None,
+                id: None,
+                task_id: None,
+                url: format!("{}/webhooks/{}", base.trim_end_matches('/'), sub.id),
+                token: Some(sub.token.clone()),
+                authentication: Some(crate::a2a::types::AuthenticationInfo {
+                    scheme: "Bearer".into(),
+                    credentials: Some(sub.token.clone()),
+                }),
+            });
+            sub_id = Some(sub.id);
+        }
+        let message = Message {
+            message_id: new_id(),
+            context_id: None,
+            task_id: None,
+            role: Role::User,
+            parts,
+            metadata: None,
+            extensions: Vec::new(),
+            reference_task_ids: Vec::new(),
+        };
+        let req = SendMessageRequest {
+            tenant: None,
+            message,
+            configuration: Some(configuration),
+            metadata: None,
+        };
+        let task = match self
+            .client()?
+            .send_message(&card.chosen, &auth, req)
+            .await?
+        {
+            SendMessageResponse::Task(t) => t,
+            SendMessageResponse::Message(m) => {
+                return Err(PeerError::Invalid(format!(
+                    "the peer answered with a message, not a task: {}",
+                    m.text()
+                )));
+            }
+        };
+        let id = self.mirror(peer_id, sub_id.as_deref(), task).await?;
+        self.task_detail(&id)
+            .await
+            .map(|d| d.task)
+            .map_err(|e| PeerError::Invalid(e.to_string()))
+    }
+
+    /// Re-reads a peer's task (the truth) and mirrors it; returns our id.
+    pub async fn refresh_watched(
+        &self,
+        peer_id: &str,
+        subscription: Option<&str>,
+        remote_id: &str,
+    ) -> Result<String, PeerError> {
+        let (rec, card) = self.peer_card(peer_id, false).await?;
+        let task = self
+            .client()?
+            .get_task(&card.chosen, &auth_of(&rec.auth), remote_id, None)
+            .await?;
+        Ok(self.mirror(peer_id, subscription, task).await?)
+    }
+
+    /// Re-reads every open watched task once (at start-up and periodically),
+    /// so a lost push or a restart loses nothing. Returns how many were read.
+    pub async fn sweep(&self) -> usize {
+        let open = match self.open_watched().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!("sweep: {e}");
+                return 0;
+            }
+        };
+        let mut n = 0;
+        for (id, peer, remote) in open {
+            match self.refresh_watched(&peer, None, &remote).await {
+                Ok(_) => n += 1,
+                Err(e) => tracing::debug!(task = %id, "sweep could not re-read it: {e}"),
+            }
+        }
+        n
+    }
+
+    /// Delivers due outbox calls until none is due, then waits for the next
+    /// (or for a new one to be queued). Runs for the life of the server.
+    pub async fn run_outbox(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let due = self
+                .inner
+                .store
+                .read(|conn| p::due(conn, now_ms(), 32))
+                .await
+                .unwrap_or_default();
+            for item in due {
+                self.attempt(item).await;
+            }
+            let next = self.inner.store.read(p::next_due).await.ok().flatten();
+            let wait = match next {
+                Some(ms) => Duration::from_millis((ms - now_ms()).clamp(10, 60_000) as u64),
+                None => Duration::from_secs(60),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.inner.outbox_ready.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    async fn attempt(&self, item: OutboxItem) {
+        let result = self.deliver_to_peer(&item).await;
+        let now = now_ms();
+        let (status, error, next) = match &result {
+            Ok(()) => ("delivered", None, now),
+            Err(e) if item.attempts + 1 >= MAX_ATTEMPTS || !e.is_transient() => {
+                ("failed", Some(e.to_string()), now)
+            }
+            Err(e) => {
+                // Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most 5 min.
+                let base = 1000i64
+                    .saturating_mul(1 << item.attempts.min(20))
+                    .min(300_000);
+                let jitter = (uuid::Uuid::new_v4().as_u128() % 1000) as i64;
+                (
+                    "pending",
+                    Some(e.to_string()),
+                    now + base / 2 + base * jitter / 1000,
+                )
+            }
+        };
+        let (id, err) = (item.id.clone(), error.clone());
+        let decision = (item.kind == "decision").then(|| item.ref_id.clone());
+        let stored = self
+            .inner
+            .store
+            .write(move |conn| {
+                p::record_attempt(conn, &id, status, err.as_deref(), next, now)?;
+                if let Some(d) = decision
+                    && status != "pending"
+                {
+                    q::set_delivery(conn, &d, status, err.as_deref(), now)?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = stored {
+            tracing::error!(item = %item.id, "cannot record an outbox attempt: {e}");
+        }
+        match (status, &result) {
+            ("failed", Err(e)) => {
+                tracing::warn!(item = %item.id, "gave up delivering to peer: {e}")
+            }
+            ("pending", Err(e)) => {
+                tracing::info!(item = %item.id, "delivery to peer failed, will retry: {e}")
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends one outbox call to its peer, then mirrors what the peer answers.
+    async fn deliver_to_peer(&self, item: &OutboxItem) -> Result<(), PeerError> {
+        let peer_id = item
+            .peer_id
+            .clone()
+            .ok_or_else(|| PeerError::Invalid("outbox item without a peer".into()))?;
+        let (rec, card) = self.peer_card(&peer_id, false).await?;
+        let auth = auth_of(&rec.auth);
+        let b = &item.body;
+        let remote_id = b["remoteTaskId"].as_str().unwrap_or_default().to_owned();
+        let task = if b["kind"] == "reject" && rec.reject_with == "cancel" {
+            self.client()?
+                .cancel_task(&card.chosen, &auth, &remote_id)
+                .await?
+        } else {
+            let parts: Vec<Part> = serde_json::from_value(b["parts"].clone())
+                .map_err(|e| PeerError::Invalid(e.to_string()))?;
+            let message = Message {
+                // Derived from the decision: a retry is never a second decision.
+                message_id: b["messageId"].as_str().unwrap_or_default().to_owned(),
+                context_id: b["contextId"]
+                    .as_str()
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned),
+                task_id: Some(remote_id.clone()),
+                role: Role::User,
+                parts,
+                metadata: None,
+                extensions: Vec::new(),
+                reference_task_ids: Vec::new(),
+            };
+            let config = SendMessageConfiguration {
+                return_immediately: true,
+                ..Default::default()
+            };
+            let req = SendMessageRequest {
+                tenant: None,
+                message,
+                configuration: Some(config),
+                metadata: None,
+            };
+            match self
+                .client()?
+                .send_message(&card.chosen, &auth, req)
+                .await?
+            {
+                SendMessageResponse::Task(t) => t,
+                SendMessageResponse::Message(_) => {
+                    self.client()?
+                        .get_task(&card.chosen, &auth, &remote_id, None)
+                        .await?
+                }
+            }
+        };
+        self.mirror(&peer_id, None, task).await?;
+        Ok(())
+    }
+
+    /// Outbox calls, newest first (`failed_only`: the dead letters).
+    pub async fn outbox(&self, failed_only: bool) -> Result<Vec<OutboxItem>, PeerError> {
+        Ok(self
+            .inner
+            .store
+            .read(move |conn| p::outbox(conn, failed_only, 500))
+            .await?)
+    }
+}

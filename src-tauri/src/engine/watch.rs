@@ -1,0 +1,151 @@
+//! Watched tasks: tasks that live on a peer, mirrored here so they reach the
+//! same queue, decisions and renderer as served ones.
+//!
+//! A push from a peer is only a hint: whoever learns that a watched task may
+//! have changed re-reads it from the peer (GetTask) and hands the result to
+//! [`Engine::mirror`], which is idempotent, so duplicate and out-of-order
+//! pushes, the periodic sweep and a restart all converge on the peer's truth.
+
+use super::{Engine, Event, new_id};
+use crate::a2a::types::{StreamResponse, Task, TaskState, TaskStatusUpdateEvent};
+use crate::clock::now_ms;
+use crate::store::queue::sync_turn;
+use crate::store::{NewTask, peers, tasks};
+
+/// The owner recorded on watched tasks (they belong to the person).
+pub const WATCHED_OWNER: &str = "peer";
+
+impl Engine {
+    /// Brings our mirror of `remote` (a task on `peer_id`) up to date, creating
+    /// it the first time, and returns our id for it. Parking and unparking
+    /// follow from the state, exactly as for served tasks. A mirror that is
+    /// already terminal is left alone.
+    pub async fn mirror(
+        &self,
+        peer_id: &str,
+        subscription: Option<&str>,
+        remote: Task,
+    ) -> Result<String, crate::store::Error> {
+        let peer_id = peer_id.to_owned();
+        let subscription = subscription.map(str::to_owned);
+        let engine = self.clone();
+        let (id, _) = self
+            .inner
+            .store
+            .write_then(
+                move |conn| {
+                    let now = now_ms();
+                    let existing = peers::watched_task(conn, &peer_id, &remote.id)?;
+                    let (id, old_state) = match existing {
+                        Some(id) => {
+                            let head = tasks::head(conn, &id)?.ok_or_else(|| {
+                                crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                            })?;
+                            (id, head.state)
+                        }
+                        None => {
+                            let id = new_id();
+                            tasks::insert_task(
+                                conn,
+                                &NewTask {
+                                    id: id.clone(),
+                                    agent_id: peer_id.clone(),
+                                    owner: WATCHED_OWNER.into(),
+                                    context_id: remote.context_id.clone(),
+                                    status: crate::a2a::types::TaskStatus {
+                                        state: TaskState::Submitted,
+                                        message: None,
+                                        timestamp: remote.status.timestamp.clone(),
+                                    },
+                                    metadata: remote.metadata.clone(),
+                                    now_ms: now,
+                                    dialect: "v1",
+                                },
+                            )?;
+                            peers::link_watched(
+                                conn,
+                                &id,
+                                &peer_id,
+                                &remote.id,
+                                subscription.as_deref(),
+                            )?;
+                            (id, TaskState::Submitted)
+                        }
+                    };
+                    if old_state.is_terminal() {
+                        return Ok((id, None));
+                    }
+                    for m in &remote.history {
+                        if !tasks::has_message(conn, &id, &m.message_id)? {
+                            let mut m = m.clone();
+                            m.task_id = Some(id.clone());
+                            tasks::append_message(conn, &id, &m)?;
+                        }
+                    }
+                    if let Some(m) = &remote.status.message
+                        && !tasks::has_message(conn, &id, &m.message_id)?
+                    {
+                        let mut m = m.clone();
+                        m.task_id = Some(id.clone());
+                        tasks::append_message(conn, &id, &m)?;
+                    }
+                    for a in remote.artifacts.iter().flatten() {
+                        tasks::put_artifact(conn, &id, a, false)?;
+                    }
+                    let (_, current) =
+                        tasks::load(conn, &id, Some(0), false)?.ok_or_else(|| {
+                            crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                        })?;
+                    let mut status = remote.status.clone();
+                    if let Some(m) = status.message.as_mut() {
+                        m.task_id = Some(id.clone());
+                    }
+                    if current.status == status && old_state == status.state {
+                        return Ok((id, None));
+                    }
+                    tasks::set_status(conn, &id, &status, now)?;
+                    sync_turn(conn, &id, &peer_id, old_state, status.state, now)?;
+                    let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                        task_id: id.clone(),
+                        context_id: remote.context_id.clone(),
+                        status: status.clone(),
+                        metadata: None,
+                    });
+                    let seq = tasks::append_event(conn, &id, &body, now)?;
+                    let ev = Event {
+                        task_id: id.clone(),
+                        agent_id: peer_id.clone(),
+                        owner: WATCHED_OWNER.into(),
+                        seq,
+                        state: status.state,
+                        body,
+                    };
+                    Ok((id, Some(ev)))
+                },
+                move |(_, ev): &(String, Option<Event>)| {
+                    if let Some(ev) = ev {
+                        engine.inner.bus.publish(ev.clone());
+                    }
+                },
+            )
+            .await?;
+        Ok(id)
+    }
+
+    /// The peer and remote id of a watched task (`None` for served tasks).
+    pub async fn remote_of(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<(String, String)>, crate::store::Error> {
+        let id = task_id.to_owned();
+        self.inner
+            .store
+            .read(move |conn| peers::remote_of(conn, &id))
+            .await
+    }
+
+    /// Watched tasks not yet finished: (our id, peer id, remote id).
+    pub async fn open_watched(&self) -> Result<Vec<(String, String, String)>, crate::store::Error> {
+        self.inner.store.read(peers::open_watched).await
+    }
+}

@@ -1,0 +1,176 @@
+//! The push-notification receiver: `POST /webhooks/{subscription}`.
+//!
+//! A push proves nothing by itself: it must carry the subscription's token
+//! (`X-A2A-Notification-Token`, `A2A-Notification-Token`, or
+//! `Authorization: Bearer`), compared in constant time, and even then it is
+//! only a hint — the engine re-reads the task from the peer before changing
+//! anything. The answer is 2xx only after that change is committed.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use super::{Shared, read_body};
+
+fn answer(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"error": {"code": status.as_u16(), "message": message}})),
+    )
+        .into_response()
+}
+
+/// The token a push carries, from any of the headers senders use.
+fn presented_token(headers: &HeaderMap) -> Option<String> {
+    for name in ["x-a2a-notification-token", "a2a-notification-token"] {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            return Some(v.trim().to_owned());
+        }
+    }
+    let auth = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, rest) = auth.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| rest.trim().to_owned())
+}
+
+/// The peer's task id a push is about: a 1.0 `StreamResponse`
+/// (`{"task": {"id"}}`, `{"statusUpdate": {"taskId"}}`, …) or a 0.3 body
+/// (a `Task` with `kind`/`id`, or a 0.3 event with `taskId`).
+pub fn pushed_task_id(body: &Value) -> Option<String> {
+    let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    if let Some(t) = body.get("task") {
+        return t.get("id").and_then(s);
+    }
+    for key in [
+        "statusUpdate",
+        "artifactUpdate",
+        "status_update",
+        "artifact_update",
+    ] {
+        if let Some(u) = body.get(key) {
+            return u.get("taskId").or_else(|| u.get("task_id")).and_then(s);
+        }
+    }
+    if let Some(m) = body.get("message") {
+        return m.get("taskId").and_then(s);
+    }
+    match body.get("kind").and_then(Value::as_str) {
+        Some("status-update" | "artifact-update") => body.get("taskId").and_then(s),
+        _ => body
+            .get("id")
+            .and_then(s)
+            .or_else(|| body.get("taskId").and_then(s)),
+    }
+}
+
+/// `POST /webhooks/{subscription}`.
+pub async fn receive(
+    State(state): State<Shared>,
+    Path(sub_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let sub = match state.engine.subscription(&sub_id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            tracing::warn!(subscription = %sub_id, "push for an unknown subscription refused");
+            return answer(StatusCode::NOT_FOUND, "no such subscription");
+        }
+        Err(e) => {
+            tracing::error!("storage failure: {e}");
+            return answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage failure; try again",
+            );
+        }
+    };
+    let ok = presented_token(&headers)
+        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(sub.token.as_bytes())));
+    if !ok {
+        tracing::warn!(subscription = %sub_id, "push with a missing or wrong token refused");
+        return answer(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong notification token",
+        );
+    }
+    let bytes = match read_body(body, state.config.webhooks.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) => {
+            return answer(
+                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+                &e.to_string(),
+            );
+        }
+    };
+    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+        return answer(StatusCode::BAD_REQUEST, "the push body is not JSON");
+    };
+    let Some(remote_id) = pushed_task_id(&value) else {
+        return answer(StatusCode::BAD_REQUEST, "the push names no task");
+    };
+    match state
+        .engine
+        .refresh_watched(&sub.peer_id, Some(&sub.id), &remote_id)
+        .await
+    {
+        Ok(id) => (
+            StatusCode::OK,
+            axum::Json(json!({"ok": true, "taskId": id})),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(subscription = %sub_id, "cannot re-read pushed task {remote_id}: {e}");
+            // Not committed: let the peer try again (the sweep will also catch it).
+            answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("cannot re-read the task from the peer: {e}"),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_come_from_every_push_shape() {
+        assert_eq!(
+            pushed_task_id(&json!({"task": {"id": "t1"}})).as_deref(),
+            Some("t1")
+        );
+        assert_eq!(
+            pushed_task_id(&json!({"statusUpdate": {"taskId": "t2"}})).as_deref(),
+            Some("t2")
+        );
+        assert_eq!(
+            pushed_task_id(&json!({"kind": "task", "id": "t3", "status": {}})).as_deref(),
+            Some("t3")
+        );
+        assert_eq!(
+            pushed_task_id(&json!({"kind": "status-update", "taskId": "t4"})).as_deref(),
+            Some("t4")
+        );
+        assert_eq!(pushed_task_id(&json!({"hello": 1})), None);
+    }
+
+    #[test]
+    fn tokens_are_read_from_every_header_senders_use() {
+        let mut h = HeaderMap::new();
+        h.insert("X-A2A-Notification-Token", "a".parse().unwrap());
+        assert_eq!(presented_token(&h).as_deref(), Some("a"));
+        let mut h = HeaderMap::new();
+        h.insert("A2A-Notification-Token", "b".parse().unwrap());
+        assert_eq!(presented_token(&h).as_deref(), Some("b"));
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer c".parse().unwrap());
+        assert_eq!(presented_token(&h).as_deref(), Some("c"));
+    }
+}

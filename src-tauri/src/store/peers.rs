@@ -1,0 +1,286 @@
+//! Queries on peers (remote agents), their webhook subscriptions, the tasks
+//! we watch on them, and the outbox of calls owed to them.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use super::Result;
+
+/// How Countersign authenticates to a peer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerAuthRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_header: Option<String>,
+    /// Extra headers sent with every call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+}
+
+/// A remote A2A agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerRecord {
+    pub id: String,
+    pub url: String,
+    pub name: Option<String>,
+    #[serde(skip_serializing)]
+    pub auth: PeerAuthRecord,
+    /// `message` (reject is sent as a message) or `cancel` (CancelTask).
+    pub reject_with: String,
+    /// The card as last fetched.
+    pub card: Option<serde_json::Value>,
+    pub card_ms: Option<i64>,
+    pub from_config: bool,
+    pub created_ms: i64,
+}
+
+const PEER_COLUMNS: &str =
+    "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms";
+
+fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
+    let auth: String = r.get(3)?;
+    let card: Option<String> = r.get(5)?;
+    Ok(PeerRecord {
+        id: r.get(0)?,
+        url: r.get(1)?,
+        name: r.get(2)?,
+        auth: serde_json::from_str(&auth).unwrap_or_default(),
+        reject_with: r.get(4)?,
+        card: card.and_then(|c| serde_json::from_str(&c).ok()),
+        card_ms: r.get(6)?,
+        from_config: r.get(7)?,
+        created_ms: r.get(8)?,
+    })
+}
+
+/// Creates or replaces a peer (keeping its cached card when the URL is unchanged).
+pub fn put_peer(conn: &Connection, p: &PeerRecord) -> Result<()> {
+    let auth = serde_json::to_string(&p.auth).unwrap_or_else(|_| "{}".into());
+    conn.prepare_cached(
+        "INSERT INTO peers (id, url, name, auth, reject_with, from_config, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (id) DO UPDATE SET
+            card = CASE WHEN peers.url = excluded.url THEN peers.card ELSE NULL END,
+            card_ms = CASE WHEN peers.url = excluded.url THEN peers.card_ms ELSE NULL END,
+            url = excluded.url, name = excluded.name, auth = excluded.auth,
+            reject_with = excluded.reject_with, from_config = excluded.from_config",
+    )?
+    .execute(params![
+        p.id,
+        p.url,
+        p.name,
+        auth,
+        p.reject_with,
+        p.from_config,
+        p.created_ms
+    ])?;
+    Ok(())
+}
+
+/// Stores a freshly fetched card.
+pub fn set_card(conn: &Connection, id: &str, card: &serde_json::Value, now_ms: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE peers SET card = ?2, card_ms = ?3 WHERE id = ?1")?
+        .execute(params![id, card.to_string(), now_ms])?;
+    Ok(())
+}
+
+/// A peer by id.
+pub fn peer(conn: &Connection, id: &str) -> Result<Option<PeerRecord>> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {PEER_COLUMNS} FROM peers WHERE id = ?1"))?
+        .query_row([id], peer_row)
+        .optional()?)
+}
+
+/// Every peer, by id.
+pub fn peers(conn: &Connection) -> Result<Vec<PeerRecord>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {PEER_COLUMNS} FROM peers ORDER BY id"))?;
+    let rows = stmt.query_map([], peer_row)?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Removes a peer and its subscriptions; its watched tasks stay (history).
+pub fn remove_peer(conn: &Connection, id: &str) -> Result<bool> {
+    conn.prepare_cached("DELETE FROM subscriptions WHERE peer_id = ?1")?
+        .execute([id])?;
+    Ok(conn
+        .prepare_cached("DELETE FROM peers WHERE id = ?1")?
+        .execute([id])?
+        > 0)
+}
+
+/// A webhook subscription: pushes for a peer's tasks arrive at
+/// `/webhooks/{id}` carrying `token`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Subscription {
+    pub id: String,
+    pub peer_id: String,
+    pub token: String,
+    pub created_ms: i64,
+}
+
+/// Records a subscription.
+pub fn insert_subscription(conn: &Connection, s: &Subscription) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO subscriptions (id, peer_id, token, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![s.id, s.peer_id, s.token, s.created_ms])?;
+    Ok(())
+}
+
+/// A subscription by id.
+pub fn subscription(conn: &Connection, id: &str) -> Result<Option<Subscription>> {
+    Ok(conn
+        .prepare_cached("SELECT id, peer_id, token, created_ms FROM subscriptions WHERE id = ?1")?
+        .query_row([id], |r| {
+            Ok(Subscription {
+                id: r.get(0)?,
+                peer_id: r.get(1)?,
+                token: r.get(2)?,
+                created_ms: r.get(3)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Our id of the task `remote_id` on `peer_id`, if we watch it.
+pub fn watched_task(conn: &Connection, peer_id: &str, remote_id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT id FROM tasks WHERE peer_id = ?1 AND remote_id = ?2")?
+        .query_row(params![peer_id, remote_id], |r| r.get(0))
+        .optional()?)
+}
+
+/// The peer and remote id of a watched task.
+pub fn remote_of(conn: &Connection, task_id: &str) -> Result<Option<(String, String)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT peer_id, remote_id FROM tasks WHERE id = ?1 AND peer_id IS NOT NULL",
+        )?
+        .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// Marks a freshly inserted task as watched: it lives on `peer_id` as `remote_id`.
+pub fn link_watched(
+    conn: &Connection,
+    task_id: &str,
+    peer_id: &str,
+    remote_id: &str,
+    subscription: Option<&str>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE tasks SET origin = 'watched', peer_id = ?2, remote_id = ?3, subscription_id = ?4 WHERE id = ?1",
+    )?
+    .execute(params![task_id, peer_id, remote_id, subscription])?;
+    Ok(())
+}
+
+/// Watched tasks that are not finished: (our id, peer id, remote id).
+pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, peer_id, remote_id FROM tasks
+         WHERE origin = 'watched' AND state NOT IN (3, 4, 5, 7) ORDER BY updated_ms",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// One call owed to a peer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxItem {
+    pub id: String,
+    /// `decision` for now.
+    pub kind: String,
+    /// What it is about (the decision id).
+    pub ref_id: String,
+    pub peer_id: Option<String>,
+    pub body: serde_json::Value,
+    pub attempts: i64,
+    pub next_ms: i64,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    pub last_error: Option<String>,
+    pub created_ms: i64,
+    pub done_ms: Option<i64>,
+}
+
+const OUTBOX_COLUMNS: &str =
+    "id, kind, ref_id, peer_id, body, attempts, next_ms, status, last_error, created_ms, done_ms";
+
+fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
+    let body: String = r.get(4)?;
+    Ok(OutboxItem {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        ref_id: r.get(2)?,
+        peer_id: r.get(3)?,
+        body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+        attempts: r.get(5)?,
+        next_ms: r.get(6)?,
+        status: r.get(7)?,
+        last_error: r.get(8)?,
+        created_ms: r.get(9)?,
+        done_ms: r.get(10)?,
+    })
+}
+
+/// Queues a call (due now); an item with the same id already queued wins.
+pub fn enqueue(conn: &Connection, item: &OutboxItem) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 'pending', ?6)",
+    )?
+    .execute(params![item.id, item.kind, item.ref_id, item.peer_id, item.body.to_string(), item.created_ms])?;
+    Ok(())
+}
+
+/// Pending calls due by `now_ms`, oldest first.
+pub fn due(conn: &Connection, now_ms: i64, limit: usize) -> Result<Vec<OutboxItem>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND next_ms <= ?1 ORDER BY next_ms LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![now_ms, limit as i64], outbox_row)?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// The earliest time a pending call is due, if any.
+pub fn next_due(conn: &Connection) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT MIN(next_ms) FROM outbox WHERE status = 'pending'")?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// Records an attempt: done (`delivered`/`failed`) or retried at `next_ms`.
+pub fn record_attempt(
+    conn: &Connection,
+    id: &str,
+    status: &str,
+    error: Option<&str>,
+    next_ms: i64,
+    now_ms: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET attempts = attempts + 1, status = ?2, last_error = ?3, next_ms = ?4,
+                done_ms = CASE WHEN ?2 = 'pending' THEN NULL ELSE ?5 END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, status, error, next_ms, now_ms])?;
+    Ok(())
+}
+
+/// Outbox items, newest first (`failed_only` for the dead letters).
+pub fn outbox(conn: &Connection, failed_only: bool, limit: usize) -> Result<Vec<OutboxItem>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE (?1 = 0 OR status = 'failed') ORDER BY created_ms DESC LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![failed_only, limit as i64], outbox_row)?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}

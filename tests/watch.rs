@@ -1,0 +1,295 @@
+//! Watching tasks on a peer: a second `countersign serve` plays the peer.
+//! Tasks started there are mirrored here, parked in the same queue, and the
+//! person's decision is delivered back through the outbox exactly once.
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const PEER: &str = r#"
+[[agents]]
+id = "bot"
+backend = "scripted"
+[[agents.rules]]
+text = "(?i)^deploy"
+steps = [{ status = { state = "input-required", text = "Which environment?" } }]
+[[agents.rules]]
+message_id_prefix = "decision-"
+steps = [{ complete = "Deploying now" }]
+"#;
+
+fn local_config(peer: &Server) -> String {
+    format!(
+        "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        peer.base
+    )
+}
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(s: &Server) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: s.base.clone(),
+            token: s.ui_token(),
+        }
+    }
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}/api{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+async fn wait_for(api: &Api, task: &str, state: &str) -> Value {
+    for _ in 0..300 {
+        let (_, d) = api
+            .call(reqwest::Method::GET, &format!("/tasks/{task}"), None)
+            .await;
+        if d["task"]["status"]["state"] == state {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {task} never became {state}");
+}
+
+#[tokio::test]
+async fn a_peer_task_is_parked_here_and_the_decision_resumes_it_once() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&local_config(&peer)));
+    let api = Api::new(&local);
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "deploy v2"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    let detail = wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    assert_eq!(detail["agentId"], "bot");
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
+    assert_eq!(q["items"][0]["source"], "watched");
+    assert_eq!(q["items"][0]["preview"], "deploy v2");
+
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/tasks/{id}/decision"),
+            Some(json!({"kind": "approve", "text": "staging"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let decision_id = body["decision"]["id"].as_str().unwrap().to_owned();
+    let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    assert_eq!(
+        done["task"]["status"]["message"]["parts"][0]["text"],
+        "Deploying now"
+    );
+    // The decision reached the peer's task exactly once, as its next message.
+    let peer_tasks = peer
+        .client()
+        .rpc_ok("bot", "ListTasks", json!({"historyLength": 10}))
+        .await;
+    let remote = &peer_tasks["tasks"][0];
+    let decision_messages: Vec<&Value> = remote["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            m["messageId"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("decision-"))
+        })
+        .collect();
+    assert_eq!(decision_messages.len(), 1, "{remote}");
+    assert_eq!(
+        decision_messages[0]["messageId"],
+        format!("decision-{decision_id}")
+    );
+    assert_eq!(
+        decision_messages[0]["parts"][1]["data"],
+        json!({"decision": "approve", "comment": "staging"})
+    );
+    // Delivery status is visible.
+    for _ in 0..100 {
+        let (_, h) = api.call(reqwest::Method::GET, "/history", None).await;
+        if h["items"][0]["decision"]["delivery"] == "delivered" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the decision was never marked delivered");
+}
+
+#[tokio::test]
+async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the_peer() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&format!(
+        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        peer.base
+    )));
+    let api = Api::new(&local);
+    // A task started on the peer by another tool.
+    let remote = peer
+        .client()
+        .send_text("bot", "other-tool-1", "deploy the docs")
+        .await;
+    let remote_id = remote["task"]["id"].as_str().unwrap().to_owned();
+    let (status, sub) = api
+        .call(reqwest::Method::POST, "/peers/bot/subscriptions", None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sub}");
+    let url = sub["url"].as_str().unwrap().to_owned();
+    assert!(
+        url.starts_with(&local.base) && url.contains("/webhooks/"),
+        "{url}"
+    );
+    let token = sub["token"].as_str().unwrap().to_owned();
+    let http = reqwest::Client::new();
+    let push = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
+    // Forged: wrong token, wrong subscription.
+    let r = http
+        .post(&url)
+        .header("X-A2A-Notification-Token", "wrong")
+        .json(&push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = http
+        .post(format!("{}/webhooks/nope", local.base))
+        .header("X-A2A-Notification-Token", &token)
+        .json(&push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 0, "forged pushes park nothing");
+    // Genuine (the token in the 1.0 header), twice: parked once.
+    for header in ["A2A-Notification-Token", "X-A2A-Notification-Token"] {
+        let r = http
+            .post(&url)
+            .header(header, &token)
+            .json(&push)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+    }
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 1, "{q}");
+    assert_eq!(q["items"][0]["preview"], "deploy the docs");
+    // A 0.3-shaped push (the Task itself) for the same task changes nothing new.
+    let r = http
+        .post(&url)
+        .header("Authorization", format!("Bearer {token}"))
+        .json(&json!({"kind": "task", "id": remote_id, "contextId": "c", "status": {"state": "input-required"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 1);
+}
+
+#[tokio::test]
+async fn the_sweep_finds_what_a_lost_push_did_not_say() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&local_config(&peer)));
+    let api = Api::new(&local);
+    let (_, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "deploy v3"})),
+        )
+        .await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    // The peer's task moves on without telling us (no push): cancel it there.
+    let remote = peer.client().rpc_ok("bot", "ListTasks", json!({})).await;
+    let remote_id = remote["tasks"][0]["id"].clone();
+    peer.client()
+        .rpc_ok("bot", "CancelTask", json!({"id": remote_id}))
+        .await;
+    wait_for(&api, &id, "TASK_STATE_CANCELED").await;
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 0, "the turn closed: {q}");
+}
+
+#[tokio::test]
+async fn peers_are_added_listed_and_removed_with_clear_errors() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some("[[agents]]\nid = \"inbox\"\n"));
+    let api = Api::new(&local);
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers",
+            Some(json!({"url": format!("{}/a2a/bot", peer.base), "name": "Deploy Bot"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["peer"]["id"], "deploy-bot");
+    let (_, list) = api.call(reqwest::Method::GET, "/peers", None).await;
+    assert_eq!(list["peers"].as_array().unwrap().len(), 1);
+    assert!(list["peers"][0]["card"]["name"].is_string());
+    assert!(
+        list["peers"][0].get("auth").is_none(),
+        "credentials are never shown"
+    );
+    // Unreachable peer: a clear 502 naming the problem.
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers",
+            Some(json!({"id": "gone", "url": "http://127.0.0.1:9/x"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("peer"),
+        "{body}"
+    );
+    let (status, _) = api
+        .call(reqwest::Method::DELETE, "/peers/deploy-bot", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api
+        .call(reqwest::Method::DELETE, "/peers/deploy-bot", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/nope/tasks",
+            Some(json!({"text": "x"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
