@@ -539,3 +539,30 @@ id = "inbox"
         json!({"list": []})
     );
 }
+
+#[tokio::test]
+async fn a_retried_follow_up_is_answered_but_not_acted_on_twice() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = c.send_text("tck", "tck-input-required-r", "wait").await;
+    let id = r["task"]["id"].clone();
+    let mut follow = message("tck-complete-task-r", "finish");
+    follow["taskId"] = id.clone();
+    let first = c
+        .rpc_ok("tck", "SendMessage", json!({"message": follow.clone()}))
+        .await;
+    assert_eq!(first["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    // The same message again (a retry): the task as it is, no error, no second copy.
+    let again = c
+        .rpc_ok("tck", "SendMessage", json!({"message": follow}))
+        .await;
+    assert_eq!(again["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let t = c.rpc_ok("tck", "GetTask", json!({"id": id})).await;
+    let copies = t["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["messageId"] == "tck-complete-task-r")
+        .count();
+    assert_eq!(copies, 1);
+}

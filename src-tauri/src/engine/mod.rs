@@ -263,7 +263,8 @@ impl Engine {
         let (task_id, rx, seq, snapshot) = if let Some(task_id) = msg.task_id.clone() {
             let max_history = self.inner.limits.max_history as i64;
             let (aid, own, tid) = (agent_id.clone(), owner_s.clone(), task_id.clone());
-            self.inner
+            let fresh = self
+                .inner
                 .store
                 .write(move |conn| {
                     let Some(h) = tasks::head(conn, &tid)?.filter(|h| h.agent_id == aid && h.owner == own) else {
@@ -276,6 +277,12 @@ impl Engine {
                             "message.contextId `{c}` does not match the context `{}` of task `{tid}`",
                             h.context_id
                         ))));
+                    }
+                    // A message this task already has is a retry (the
+                    // caller did not hear our answer): answer with the task
+                    // as it is, and do not act on it twice.
+                    if tasks::has_message(conn, &tid, &msg.message_id)? {
+                        return Ok(Ok(false));
                     }
                     if h.state.is_terminal() {
                         return Ok(Err(Error::UnsupportedOperation(format!(
@@ -290,11 +297,19 @@ impl Engine {
                     }
                     msg.context_id = Some(h.context_id.clone());
                     tasks::append_message(conn, &tid, &msg)?;
-                    Ok(Ok(()))
+                    Ok(Ok(true))
                 })
                 .await??;
             let rx = self.inner.bus.subscribe_task(&task_id);
             let (head, task) = self.load_owned(agent, owner, &task_id, None).await?;
+            if !fresh {
+                return Ok(Started {
+                    reply: SendMessageResponse::Task(task),
+                    seq: head.last_seq,
+                    events: Some(rx),
+                    run: None,
+                });
+            }
             (task_id, rx, head.last_seq, task)
         } else {
             let id = chosen_id.unwrap_or_else(new_id);
