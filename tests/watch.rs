@@ -14,11 +14,14 @@ const PEER: &str = r#"
 id = "bot"
 backend = "scripted"
 [[agents.rules]]
+message_id_prefix = "decision-"
+steps = [{ complete = "Deploying now" }]
+[[agents.rules]]
 text = "(?i)^deploy"
 steps = [{ status = { state = "input-required", text = "Which environment?" } }]
 [[agents.rules]]
-message_id_prefix = "decision-"
-steps = [{ complete = "Deploying now" }]
+text = "(?i)^sign"
+steps = [{ status = { state = "auth-required", text = "Please sign in at https://example.com/login" } }]
 "#;
 
 fn local_config(peer: &Server) -> String {
@@ -292,4 +295,135 @@ async fn peers_are_added_listed_and_removed_with_clear_errors() {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn auth_required_on_a_peer_is_parked_and_continue_resumes_it() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&local_config(&peer)));
+    let api = Api::new(&local);
+    let (_, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "sign the release"})),
+        )
+        .await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    wait_for(&api, &id, "TASK_STATE_AUTH_REQUIRED").await;
+    let (_, q) = api
+        .call(reqwest::Method::GET, "/queue?state=auth-required", None)
+        .await;
+    assert_eq!(q["total"], 1, "{q}");
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/tasks/{id}/decision"),
+            Some(json!({"kind": "continue"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    assert_eq!(done["decisions"][0]["kind"], "continue");
+}
+
+#[tokio::test]
+async fn reject_reaches_the_peer_as_a_message_or_as_cancel() {
+    let peer = Server::start(Some(PEER));
+    // By message (the default): the peer's task gets the decision parts.
+    let local = Server::start(Some(&local_config(&peer)));
+    let api = Api::new(&local);
+    let (_, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "deploy v4"})),
+        )
+        .await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    api.call(
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/decision"),
+        Some(json!({"kind": "reject", "text": "freeze"})),
+    )
+    .await;
+    wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    // By cancel.
+    let local2 = Server::start(Some(&format!(
+        "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\nreject_with = \"cancel\"\n",
+        peer.base
+    )));
+    let api2 = Api::new(&local2);
+    let (_, body) = api2
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "deploy v5"})),
+        )
+        .await;
+    let id2 = body["task"]["id"].as_str().unwrap().to_owned();
+    wait_for(&api2, &id2, "TASK_STATE_INPUT_REQUIRED").await;
+    api2.call(
+        reqwest::Method::POST,
+        &format!("/tasks/{id2}/decision"),
+        Some(json!({"kind": "reject", "text": "freeze"})),
+    )
+    .await;
+    wait_for(&api2, &id2, "TASK_STATE_CANCELED").await;
+}
+
+#[tokio::test]
+async fn a_decision_recorded_before_a_crash_is_delivered_once_after_it() {
+    let peer = Server::start(Some(PEER));
+    let mut local = Server::start(Some(&local_config(&peer)));
+    let api = Api::new(&local);
+    let (_, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "deploy v6"})),
+        )
+        .await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    let dir = local.data_dir.clone();
+    // Stop the peer so the decision cannot be delivered, decide, then crash.
+    let peer_dir = peer.data_dir.clone();
+    let mut peer = peer;
+    peer.kill9();
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/tasks/{id}/decision"),
+            Some(json!({"kind": "approve"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"]["delivery"], "pending");
+    local.kill9();
+    // The peer comes back on a new port: point the local config at it.
+    let peer = Server::start_in(&peer_dir, Some(PEER), &[]);
+    let local = Server::start_in(&dir, Some(&local_config(&peer)), &[]);
+    let api = Api::new(&local);
+    // The peer's card is cached with the old URL; refresh it.
+    api.call(reqwest::Method::POST, "/peers/bot/refresh", None)
+        .await;
+    let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    assert_eq!(done["decisions"].as_array().unwrap().len(), 1);
+    let peer_tasks = peer
+        .client()
+        .rpc_ok("bot", "ListTasks", json!({"historyLength": 20}))
+        .await;
+    let copies = peer_tasks["tasks"][0]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            m["messageId"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("decision-"))
+        })
+        .count();
+    assert_eq!(copies, 1, "delivered exactly once");
 }

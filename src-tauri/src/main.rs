@@ -36,6 +36,14 @@ enum Command {
     Reject(RejectArgs),
     /// List the decisions taken, newest first.
     History(HistoryArgs),
+    /// Add, list or remove peers: other A2A agents whose tasks you decide here.
+    Peers(PeersArgs),
+    /// Start a task on a peer; `--watch` follows it until it finishes or parks.
+    Send(SendArgs),
+    /// Create a webhook URL and token for another tool's push config for a peer.
+    Subscribe(SubscribeArgs),
+    /// List the calls owed to peers (decisions delivered, pending or failed).
+    Deliveries(DeliveriesArgs),
 }
 
 /// Which running instance a client command talks to.
@@ -116,6 +124,101 @@ struct HistoryArgs {
     instance: InstanceArgs,
 }
 
+#[derive(clap::Args)]
+struct PeersArgs {
+    #[command(subcommand)]
+    command: PeersCommand,
+}
+
+#[derive(Subcommand)]
+enum PeersCommand {
+    /// Add a peer by its URL; its agent card is read first.
+    Add(PeersAddArgs),
+    /// List the peers.
+    List(PeersListArgs),
+    /// Remove a peer (its watched tasks stay).
+    Remove(PeersRemoveArgs),
+}
+
+#[derive(clap::Args)]
+struct PeersAddArgs {
+    /// The peer's URL (its A2A endpoint or where its agent card is served).
+    url: String,
+    /// The peer id (default: from the name, or the URL's host).
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+    /// A name for people.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// An extra header sent with every call to the peer (repeatable).
+    #[arg(long = "header", value_name = "K:V")]
+    headers: Vec<String>,
+    /// A bearer token the peer expects.
+    #[arg(long, value_name = "TOKEN")]
+    bearer: Option<String>,
+    /// An API key the peer expects.
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
+    /// The header the API key goes in.
+    #[arg(long, value_name = "H", requires = "api_key")]
+    api_key_header: Option<String>,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct PeersListArgs {
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct PeersRemoveArgs {
+    /// The peer id.
+    id: String,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct SendArgs {
+    /// The peer id.
+    peer: String,
+    /// The request.
+    text: String,
+    /// A file sent as a file part (repeatable).
+    #[arg(long = "file", value_name = "PATH")]
+    files: Vec<PathBuf>,
+    /// Print each new state until the task finishes or waits for a decision.
+    #[arg(long)]
+    watch: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct SubscribeArgs {
+    /// The peer id.
+    peer: String,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct DeliveriesArgs {
+    /// Only the deliveries that failed for good.
+    #[arg(long)]
+    failed: bool,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
 #[derive(clap::Args, Default)]
 struct ServeArgs {
     /// Configuration file (TOML). Without one, a single human agent `inbox` is served.
@@ -173,6 +276,23 @@ fn main() -> ExitCode {
                 cli::history(&dir, a.json).await
             });
         }
+        Some(Command::Peers(p)) => return run_peers(p.command),
+        Some(Command::Send(a)) => {
+            return run_client(a.instance, async move |dir| {
+                let mut progress = |line: &str| println!("{line}");
+                cli::send(&dir, &a.peer, a.text, &a.files, a.watch, &mut progress).await
+            });
+        }
+        Some(Command::Subscribe(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::subscribe(&dir, &a.peer).await
+            });
+        }
+        Some(Command::Deliveries(a)) => {
+            return run_client(a.instance, async move |dir| {
+                cli::deliveries(&dir, a.failed, a.json).await
+            });
+        }
         None => {
             eprintln!(
                 "countersign: this build has no desktop window yet; starting the server as `countersign serve` would."
@@ -228,6 +348,27 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         open: (bind.ip().is_loopback() && !require) || args.insecure,
     }))?;
     Ok(())
+}
+
+/// `countersign peers add|list|remove`.
+fn run_peers(command: PeersCommand) -> ExitCode {
+    match command {
+        PeersCommand::Add(a) => run_client(a.instance, async move |dir| {
+            let auth = cli::PeerAuth {
+                bearer: a.bearer,
+                api_key: a.api_key,
+                api_key_header: a.api_key_header,
+                headers: a.headers,
+            };
+            cli::peers_add(&dir, &a.url, a.id, a.name, auth).await
+        }),
+        PeersCommand::List(a) => run_client(a.instance, async move |dir| {
+            cli::peers_list(&dir, a.json).await
+        }),
+        PeersCommand::Remove(a) => run_client(a.instance, async move |dir| {
+            cli::peers_remove(&dir, &a.id).await
+        }),
+    }
 }
 
 /// Runs a client command against the instance of a data dir: its output on

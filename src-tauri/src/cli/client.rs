@@ -76,6 +76,15 @@ impl Api {
         self.send(req).await
     }
 
+    /// `DELETE /api/<segments…>`, as the CLI actor.
+    pub async fn delete(&self, segments: &[&str]) -> Result<Value, CliError> {
+        let req = self
+            .http
+            .delete(self.url(segments, &[]))
+            .header("X-Countersign-Actor", ACTOR);
+        self.send(req).await
+    }
+
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value, CliError> {
         let resp = req
             .bearer_auth(&self.token)
@@ -131,6 +140,9 @@ fn error_from(status: u16, body: Option<Value>, data_dir: &Path) -> CliError {
             first: Box::new(body["decision"].clone()),
         },
         400..=499 => CliError::Invalid(message),
+        // The instance's own answer that a peer failed it (a gateway's 502
+        // carries no such body).
+        502 if body["error"]["message"].is_string() => CliError::Peer(message),
         _ => CliError::Server(message),
     }
 }
@@ -161,6 +173,7 @@ mod tests {
         assert!(matches!(err(400, json!({})), CliError::Invalid(_)));
         assert!(matches!(err(401, json!({})), CliError::Unauthorized(_)));
         assert!(matches!(err(500, json!({})), CliError::Server(_)));
+        assert!(matches!(err(502, json!({})), CliError::Peer(m) if m == "m"));
         assert!(matches!(
             error_from(502, None, dir),
             CliError::Server(m) if m.contains("502")

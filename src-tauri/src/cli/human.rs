@@ -65,6 +65,45 @@ pub struct HistoryRow {
     pub turn: TurnView,
 }
 
+/// A peer as `GET /api/peers` sends it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerView {
+    pub id: String,
+    pub url: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub card: Option<Value>,
+    #[serde(default)]
+    pub card_ms: Option<i64>,
+}
+
+impl PeerView {
+    /// The name its card gives, if any.
+    fn card_name(&self) -> Option<&str> {
+        self.card
+            .as_ref()
+            .and_then(|c| c.get("name"))
+            .and_then(Value::as_str)
+    }
+}
+
+/// A row of `GET /api/outbox`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxView {
+    pub id: String,
+    pub kind: String,
+    #[serde(default)]
+    pub peer_id: Option<String>,
+    pub attempts: i64,
+    pub status: String,
+    #[serde(default)]
+    pub last_error: Option<String>,
+    pub created_ms: i64,
+}
+
 /// `GET /api/tasks/{id}`, the parts the CLI shows.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -227,6 +266,99 @@ pub fn history(items: &[HistoryRow], more: bool, now: i64) -> String {
         out.push_str("(older decisions not shown)\n");
     }
     out
+}
+
+/// A peer just added: `added peer deploy-bot: Deploy Bot (http://…)`.
+pub fn peer_added(p: &PeerView) -> String {
+    let name = p
+        .card_name()
+        .or(p.name.as_deref())
+        .map(|n| first_line(n, PREVIEW))
+        .unwrap_or_else(|| "(no card name)".into());
+    format!("added peer {}: {name} ({})", p.id, clean(&p.url, false))
+}
+
+/// The peers (`GET /api/peers`).
+pub fn peers(items: &[PeerView], now: i64) -> String {
+    if items.is_empty() {
+        return "no peers yet\n".into();
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|p| {
+            vec![
+                p.id.clone(),
+                p.name
+                    .as_deref()
+                    .or(p.card_name())
+                    .map(|n| first_line(n, 40))
+                    .unwrap_or_else(|| "-".into()),
+                clean(&p.url, false),
+                p.card_ms
+                    .map(|ms| age(now, ms))
+                    .unwrap_or_else(|| "never".into()),
+            ]
+        })
+        .collect();
+    table(&["ID", "NAME", "URL", "CARD AGE"], &rows)
+}
+
+/// Calls owed to peers (`GET /api/outbox`).
+pub fn deliveries(items: &[OutboxView], failed_only: bool, now: i64) -> String {
+    if items.is_empty() {
+        return if failed_only {
+            "no failed deliveries\n".into()
+        } else {
+            "no deliveries yet\n".into()
+        };
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|o| {
+            vec![
+                o.id.clone(),
+                o.kind.clone(),
+                o.peer_id.clone().unwrap_or_else(|| "-".into()),
+                o.status.clone(),
+                o.attempts.to_string(),
+                age(now, o.created_ms),
+                o.last_error
+                    .as_deref()
+                    .map(|e| first_line(e, 80))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID",
+            "KIND",
+            "PEER",
+            "STATUS",
+            "ATTEMPTS",
+            "AGE",
+            "LAST ERROR",
+        ],
+        &rows,
+    )
+}
+
+/// A task's state and status message on one line: `input-required Which
+/// environment?`.
+pub fn status_line(task: &Task) -> String {
+    let state = task.status.state.short_name();
+    let text = task
+        .status
+        .message
+        .as_ref()
+        .map(Message::text)
+        .unwrap_or_default();
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        state.to_owned()
+    } else {
+        format!("{state} {}", first_line(&text, 200))
+    }
 }
 
 /// One decision on one line: `approve by cli 3m ago, delivered: "ship it"`.
@@ -442,6 +574,63 @@ mod tests {
         assert_eq!(first_line("one\ntwo", 10), "one");
         assert_eq!(first_line("abcdefghijkl", 5), "abcd…");
         assert_eq!(first_line("a\u{1b}[31mred", 20), "a\u{FFFD}[31mred");
+    }
+
+    #[test]
+    fn peers_deliveries_and_status_lines_read_well() {
+        let p: PeerView = serde_json::from_value(json!({
+            "id": "deploy-bot", "url": "http://h/a2a/bot", "name": null,
+            "rejectWith": "message", "card": {"name": "Deploy\u{1b}Bot"},
+            "cardMs": 0, "fromConfig": false, "createdMs": 0
+        }))
+        .unwrap();
+        assert_eq!(
+            peer_added(&p),
+            "added peer deploy-bot: Deploy\u{FFFD}Bot (http://h/a2a/bot)"
+        );
+        let listed = peers(&[p], 120_000);
+        assert!(listed.starts_with("ID          NAME"), "{listed}");
+        assert!(listed.contains("http://h/a2a/bot  2m"), "{listed}");
+        assert_eq!(peers(&[], 0), "no peers yet\n");
+
+        let o: OutboxView = serde_json::from_value(json!({
+            "id": "o1", "kind": "decision", "refId": "d1", "peerId": "bot",
+            "body": {}, "attempts": 2, "nextMs": 0, "status": "pending",
+            "lastError": "connection refused\nmore", "createdMs": 0, "doneMs": null
+        }))
+        .unwrap();
+        let out = deliveries(&[o], false, 5_000);
+        assert!(
+            out.lines()
+                .nth(1)
+                .is_some_and(|l| l.split_whitespace().collect::<Vec<_>>()
+                    == [
+                        "o1",
+                        "decision",
+                        "bot",
+                        "pending",
+                        "2",
+                        "5s",
+                        "connection",
+                        "refused"
+                    ]),
+            "{out}"
+        );
+        assert_eq!(deliveries(&[], true, 0), "no failed deliveries\n");
+
+        let t: Task = serde_json::from_value(json!({
+            "id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {
+                "messageId": "m", "role": "ROLE_AGENT",
+                "parts": [{"text": "Which\n  environment?"}]}}
+        }))
+        .unwrap();
+        assert_eq!(status_line(&t), "input-required Which environment?");
+        let t: Task = serde_json::from_value(
+            json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}),
+        )
+        .unwrap();
+        assert_eq!(status_line(&t), "working");
     }
 
     #[test]

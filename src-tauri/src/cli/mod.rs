@@ -1,10 +1,14 @@
 //! The CLI commands that talk to a running instance through its UI API:
 //! list parked and recent tasks, show one, approve, reply, reject, and read
-//! the history. Each command is a thin client call: the instance decides,
-//! the CLI only asks and prints.
+//! the history; add, list and remove peers, start and watch tasks on them,
+//! create webhook subscriptions and read the outbox. Each command is a thin
+//! client call: the instance decides, the CLI only asks and prints.
 
 mod client;
 mod human;
+mod peers;
+
+pub use peers::{PeerAuth, deliveries, peers_add, peers_list, peers_remove, send, subscribe};
 
 use std::path::{Path, PathBuf};
 
@@ -66,10 +70,17 @@ pub enum CliError {
     /// The decision was recorded but could not be delivered to the task.
     #[error("{0}")]
     Undelivered(String),
+    /// A peer could not be reached or read (the instance answered 502).
+    #[error("{0}")]
+    Peer(String),
+    /// A watched task did not finish or park in the time allowed.
+    #[error("{0}")]
+    StillRunning(String),
     /// The instance failed, or answered something unreadable.
     #[error("the instance failed: {0}")]
     Server(String),
-    /// The command line itself is wrong (bad `--data`, unreadable `--file`).
+    /// The command line itself is wrong (bad `--data`, unreadable `--file`,
+    /// a `--header` without `:`).
     #[error("{0}")]
     Usage(String),
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the peer agents' dependencies (idempotent, quiet):
+#   .venv-sdk1   a2a-sdk 1.3.0 + http-server extra + uvicorn  (requirements-sdk1.txt)
+#   .venv-sdk03  a2a-sdk 0.3.26 + http-server extra + uvicorn (requirements-sdk03.txt)
+# A venv is rebuilt only when its pin file changed. Needs python3 (3.10+, with venv); PyPI reachable.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here"
+PYTHON="${PYTHON:-python3}"
+
+stamp_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+make_venv() { # dir requirements
+    local dir="$1" req="$2" want
+    want="$(stamp_of "$req")"
+    if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then
+        return 0
+    fi
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$req"
+    echo "$want" >"$dir/.stamp"
+    echo "setup: $dir ready ($("$dir/bin/python" -c 'import importlib.metadata as m; print("a2a-sdk", m.version("a2a-sdk"))'))"
+}
+
+make_venv .venv-sdk1 requirements-sdk1.txt
+make_venv .venv-sdk03 requirements-sdk03.txt
