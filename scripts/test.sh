@@ -10,3 +10,7 @@ cargo test --no-default-features
 # Interop with the official SDK clients (a2a-sdk 1.x and 0.3.26 from PyPI,
 # @a2a-js/sdk from npm) and a pre-0.3 client, against the real server.
 bash tests/interop/run.sh
+# Watching tasks on real peers built with the official Python SDK (1.3.0 and
+# 0.3.26, their own push senders): push parks, kill -9 keeps it parked, a
+# forged push is refused, a reply reaches the peer exactly once.
+bash tests/peers/watch_flow.sh

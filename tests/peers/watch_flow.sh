@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Countersign watching tasks on real peers built with the official Python SDK
+# (a2a-sdk 1.3.0 and 0.3.26, their own push senders), end to end through the
+# CLI:
+#   1. `countersign send` starts a `slow` task on the peer (working for 2 s,
+#      then input-required); the sweep is off, so only the peer's push can
+#      park it here;
+#   2. Countersign is killed (-9) and restarted on the same data dir: the
+#      task is still parked;
+#   3. a forged push (wrong token) is refused;
+#   4. `countersign reply` answers; the peer receives the reply exactly once,
+#      on the same task, and completes it; our mirror shows completed.
+# Prints PASS/FAIL lines and `watch-flow: N passed, N failed`; exits 1 on failure.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+"$here/setup.sh" >/dev/null
+cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml" || exit 2
+CLI="$root/target/debug/countersign"
+passed=0
+failed=0
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+check() { # description, command...
+    local what="$1"; shift
+    if "$@"; then echo "PASS $what"; passed=$((passed + 1)); else echo "FAIL $what"; failed=$((failed + 1)); fi
+}
+
+wait_line() { # file, prefix -> prints the rest of the first line with that prefix
+    for _ in $(seq 200); do
+        local v; v="$(sed -n "s/^$2//p" "$1" | head -n1)"
+        if [ -n "$v" ]; then echo "$v"; return 0; fi
+        sleep 0.05
+    done
+    return 1
+}
+
+start_countersign() { # data dir, config -> sets CS_URL, CS_PID
+    "$CLI" serve --config "$2" --data-dir "$1" --bind 127.0.0.1:0 >"$1/stdout" 2>>"$1/server.log" &
+    CS_PID=$!
+    pids+=("$CS_PID")
+    CS_URL="$(wait_line "$1/stdout" 'listening on ')"
+}
+
+poll() { # seconds, command... : until the command succeeds
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
+parked() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q "\"$TASK\""; }
+state_is() { "$CLI" show "$TASK" --json --data-dir "$DATA" | grep -q "\"state\": *\"$1\""; }
+
+for sdk in sdk1 sdk03; do
+    work="$(mktemp -d)"
+    DATA="$work/data"; mkdir -p "$DATA"
+    log="$work/peer.jsonl"
+    "$here/.venv-$sdk/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" &
+    pids+=("$!")
+    peer_url="$(wait_line "$work/peer.out" 'listening on ')" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
+    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$peer_url" >"$work/config.toml"
+    start_countersign "$DATA" "$work/config.toml"
+
+    out="$("$CLI" send py "slow deploy of the docs" --data-dir "$DATA")"
+    TASK="$(echo "$out" | sed -n 's/^started task \([^ ]*\) on .*/\1/p')"
+    check "[$sdk] a task started on the peer (${TASK:-none})" test -n "$TASK"
+    check "[$sdk] the peer's push parks it (no sweep)" poll 20 parked
+
+    kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
+    start_countersign "$DATA" "$work/config.toml"
+    check "[$sdk] still parked after kill -9 and restart" parked
+
+    sub="$(ls "$DATA" >/dev/null; "$CLI" subscribe py --data-dir "$DATA")"
+    url="$(echo "$sub" | sed -n 's/^url: //p')"
+    code="$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+        -H 'X-A2A-Notification-Token: forged' -d '{"task":{"id":"x"}}' "$url")"
+    check "[$sdk] a forged push is refused ($code)" test "$code" = 401
+
+    check "[$sdk] reply through the CLI" "$CLI" reply "$TASK" "staging" --data-dir "$DATA"
+    check "[$sdk] our mirror completes" poll 20 state_is TASK_STATE_COMPLETED
+    n="$(grep -c '"duplicate": *false' "$log" 2>/dev/null | tr -d ' ')"
+    decisions="$(grep '"duplicate": *false' "$log" | grep -c '"message_id": *"decision-\|"messageId": *"decision-')"
+    check "[$sdk] the peer got the reply exactly once ($decisions of $n messages)" test "$decisions" = 1
+    if [ "$failed" -gt 0 ]; then
+        echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
+        echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
+    fi
+done
+echo "watch-flow: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
