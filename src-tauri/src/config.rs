@@ -182,6 +182,10 @@ pub enum BackendKind {
     Human,
     /// Rules pick a list of steps for each message.
     Scripted,
+    /// A gateway in front of an upstream peer (`upstream`): messages are
+    /// forwarded, the upstream task is mirrored back, and its questions are
+    /// parked for the person too.
+    Relay,
 }
 
 /// Who provides the agent.
@@ -251,6 +255,8 @@ pub struct AgentConfig {
     pub extended_card: Option<ExtendedCardConfig>,
     /// Human backend: the status message a parked task shows its caller.
     pub park_message: Option<String>,
+    /// Relay backend: the id of the peer (`[[peers]]`) it forwards to.
+    pub upstream: Option<String>,
     /// Scripted backend: rules, first match wins.
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
@@ -459,6 +465,31 @@ impl Config {
             if let Some(f) = &a.fallback {
                 check_steps(f)
                     .map_err(|m| err(Some(a.id.span()), format!("agents[{i}].fallback: {m}")))?;
+            }
+        }
+        for (i, a) in cfg.agents.iter().enumerate() {
+            let names_peer = |u: &String| cfg.peers.iter().any(|p| p.id.get_ref() == u);
+            match (&a.backend, &a.upstream) {
+                (BackendKind::Relay, Some(u)) if names_peer(u) => {}
+                (BackendKind::Relay, Some(u)) => {
+                    return Err(err(
+                        Some(a.id.span()),
+                        format!("agents[{i}].upstream: no [[peers]] entry has id `{u}`"),
+                    ));
+                }
+                (BackendKind::Relay, None) => {
+                    return Err(err(
+                        Some(a.id.span()),
+                        format!("agents[{i}]: a relay agent needs `upstream = \"<peer id>\"`"),
+                    ));
+                }
+                (_, Some(_)) => {
+                    return Err(err(
+                        Some(a.id.span()),
+                        format!("agents[{i}].upstream: only relay agents have an upstream"),
+                    ));
+                }
+                _ => {}
             }
         }
         let mut peer_ids = HashSet::new();

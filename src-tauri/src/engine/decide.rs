@@ -348,7 +348,9 @@ impl Engine {
                     "kind": d.kind,
                     "taskId": d.task_id,
                     "remoteTaskId": remote_id,
-                    "contextId": head.context_id,
+                    // A relay's task has our own context; the upstream infers
+                    // its own from the task id. A watched task shares the peer's.
+                    "contextId": if self.agent(&head.agent_id).is_some() { String::new() } else { head.context_id.clone() },
                     "messageId": format!("decision-{}", d.id),
                     "parts": decision_parts(d),
                 }),

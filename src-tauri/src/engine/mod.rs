@@ -11,6 +11,7 @@ pub mod events;
 pub mod lifecycle;
 pub mod peers;
 pub mod queue;
+pub mod relay;
 pub mod watch;
 
 use std::sync::Arc;
@@ -72,6 +73,8 @@ struct Inner {
     outbox_ready: tokio::sync::Notify,
     /// The A2A client for peers, made on first use.
     client: std::sync::OnceLock<crate::a2a::client::A2aClient>,
+    /// Where peers reach our `/webhooks/` (known once the server is bound).
+    webhook_base: std::sync::OnceLock<String>,
     agents: Vec<Arc<Agent>>,
     limits: Limits,
 }
@@ -105,6 +108,7 @@ impl Engine {
                 bus: Bus::default(),
                 outbox_ready: tokio::sync::Notify::new(),
                 client: std::sync::OnceLock::new(),
+                webhook_base: std::sync::OnceLock::new(),
                 agents,
                 limits,
             }),
@@ -239,6 +243,14 @@ impl Engine {
             }
         }
         let continuing = msg.task_id.is_some();
+        let relay = agent.config.backend == crate::config::BackendKind::Relay;
+        if relay && let Some(tid) = &msg.task_id {
+            // Ownership is checked below; a claim on someone else's task is
+            // impossible because it has no open turn we would find for them.
+            self.owned_head(agent, owner, tid).await?;
+            self.claim_for_caller(tid, &msg).await?;
+        }
+        let forwarded = relay.then(|| msg.clone());
         let plan = agent.backend.plan(&msg, continuing);
         let steps = match plan {
             Plan::Reply(mut reply) => {
@@ -352,10 +364,17 @@ impl Engine {
             let rx = self.inner.bus.subscribe_task(&id);
             (id, rx, seq, snapshot)
         };
-        let run = (!steps.is_empty()).then(|| {
-            let engine = self.clone();
-            tokio::spawn(async move { engine.run(task_id, steps).await })
-        });
+        let run = if let Some(message) = forwarded {
+            let (engine, agent) = (self.clone(), agent.clone());
+            Some(tokio::spawn(async move {
+                engine.relay(agent, task_id, message).await
+            }))
+        } else {
+            (!steps.is_empty()).then(|| {
+                let engine = self.clone();
+                tokio::spawn(async move { engine.run(task_id, steps).await })
+            })
+        };
         Ok(Started {
             reply: SendMessageResponse::Task(snapshot),
             seq,

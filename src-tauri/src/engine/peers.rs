@@ -45,7 +45,7 @@ impl PeerError {
     }
 }
 
-fn auth_of(r: &PeerAuthRecord) -> PeerAuth {
+pub(super) fn auth_of(r: &PeerAuthRecord) -> PeerAuth {
     PeerAuth {
         bearer: r.bearer.clone(),
         api_key: r.api_key.clone().map(|k| {
@@ -73,7 +73,7 @@ fn random_token() -> String {
 const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl Engine {
-    fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
+    pub(super) fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
         if let Some(c) = self.inner.client.get() {
             return Ok(c);
         }

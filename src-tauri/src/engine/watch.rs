@@ -36,12 +36,12 @@ impl Engine {
                 move |conn| {
                     let now = now_ms();
                     let existing = peers::watched_task(conn, &peer_id, &remote.id)?;
-                    let (id, old_state) = match existing {
+                    let (id, old_state, agent_id, owner) = match existing {
                         Some(id) => {
                             let head = tasks::head(conn, &id)?.ok_or_else(|| {
                                 crate::store::Error::Corrupt(format!("watched task {id} vanished"))
                             })?;
-                            (id, head.state)
+                            (id, head.state, head.agent_id, head.owner)
                         }
                         None => {
                             let id = new_id();
@@ -69,7 +69,12 @@ impl Engine {
                                 &remote.id,
                                 subscription.as_deref(),
                             )?;
-                            (id, TaskState::Submitted)
+                            (
+                                id,
+                                TaskState::Submitted,
+                                peer_id.clone(),
+                                WATCHED_OWNER.to_owned(),
+                            )
                         }
                     };
                     if old_state.is_terminal() {
@@ -104,7 +109,7 @@ impl Engine {
                         return Ok((id, None));
                     }
                     tasks::set_status(conn, &id, &status, now)?;
-                    sync_turn(conn, &id, &peer_id, old_state, status.state, now)?;
+                    sync_turn(conn, &id, &agent_id, old_state, status.state, now)?;
                     let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
                         task_id: id.clone(),
                         context_id: remote.context_id.clone(),
@@ -114,8 +119,8 @@ impl Engine {
                     let seq = tasks::append_event(conn, &id, &body, now)?;
                     let ev = Event {
                         task_id: id.clone(),
-                        agent_id: peer_id.clone(),
-                        owner: WATCHED_OWNER.into(),
+                        agent_id,
+                        owner,
                         seq,
                         state: status.state,
                         body,

@@ -96,6 +96,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
     let _ = out.flush();
     drop(out);
     tracing::info!(db = %db.display(), "serving {} agent(s)", state.engine.agents().len());
+    state.engine.set_webhook_base(super::webhook_base(&state));
     // The outbox delivers calls owed to peers; the sweep re-reads watched
     // tasks now (a restart loses nothing) and every `sweep_secs`.
     let outbox_engine = state.engine.clone();

@@ -137,6 +137,7 @@ async fn agents(State(state): State<Shared>, headers: HeaderMap) -> Json<serde_j
                 backend: match a.config.backend {
                     BackendKind::Human => "human",
                     BackendKind::Scripted => "scripted",
+                    BackendKind::Relay => "relay",
                 },
                 card_url: format!("{url}/.well-known/agent-card.json"),
                 url,

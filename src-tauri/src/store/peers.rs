@@ -182,11 +182,28 @@ pub fn link_watched(
     Ok(())
 }
 
-/// Watched tasks that are not finished: (our id, peer id, remote id).
+/// Links a served task of a relay agent to its task on the upstream peer
+/// (it stays a served task: its caller is here).
+pub fn link_relay(
+    conn: &Connection,
+    task_id: &str,
+    peer_id: &str,
+    remote_id: &str,
+    subscription: Option<&str>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE tasks SET peer_id = ?2, remote_id = ?3, subscription_id = ?4 WHERE id = ?1",
+    )?
+    .execute(params![task_id, peer_id, remote_id, subscription])?;
+    Ok(())
+}
+
+/// Tasks linked to a peer's task (watched, or a relay's) that are not
+/// finished: (our id, peer id, remote id).
 pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, peer_id, remote_id FROM tasks
-         WHERE origin = 'watched' AND state NOT IN (3, 4, 5, 7) ORDER BY updated_ms",
+         WHERE peer_id IS NOT NULL AND state NOT IN (3, 4, 5, 7) ORDER BY updated_ms",
     )?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

@@ -120,7 +120,7 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN remote_id TEXT;
     ALTER TABLE tasks ADD COLUMN subscription_id TEXT;
     CREATE UNIQUE INDEX tasks_by_remote ON tasks(peer_id, remote_id) WHERE peer_id IS NOT NULL;
-    CREATE INDEX tasks_watched_open ON tasks(updated_ms) WHERE origin = 'watched' AND state NOT IN (3, 4, 5, 7);
+    CREATE INDEX tasks_linked_open ON tasks(updated_ms) WHERE peer_id IS NOT NULL AND state NOT IN (3, 4, 5, 7);
     CREATE TABLE outbox (
         id          TEXT PRIMARY KEY,
         kind        TEXT NOT NULL,

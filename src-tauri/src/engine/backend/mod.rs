@@ -46,10 +46,21 @@ pub trait Backend: Send + Sync {
     fn plan(&self, message: &Message, continuing: bool) -> Plan;
 }
 
+/// The relay's plan: no local steps; the engine forwards the message.
+struct Forward;
+
+impl Backend for Forward {
+    fn plan(&self, _message: &Message, _continuing: bool) -> Plan {
+        Plan::Run(Vec::new())
+    }
+}
+
 /// Builds the backend an agent's config asks for.
 pub fn from_config(cfg: &AgentConfig) -> Box<dyn Backend> {
     match cfg.backend {
         BackendKind::Human => Box::new(Human::new(cfg.park_message.clone())),
         BackendKind::Scripted => Box::new(Scripted::new(cfg)),
+        // The engine forwards a relay's messages itself (engine::relay).
+        BackendKind::Relay => Box::new(Forward),
     }
 }

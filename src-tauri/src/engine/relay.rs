@@ -1,0 +1,204 @@
+//! The `relay` backend: a local agent in front of an upstream peer.
+//!
+//! Callers talk to Countersign; each of their messages is forwarded to the
+//! upstream peer, whose task is mirrored onto the caller's task (our ids; the
+//! link kept on the task). When the upstream asks a question
+//! (`input-required`/`auth-required`) the caller sees it, and the person sees
+//! it parked in the queue: whoever answers first wins — the caller's answer
+//! claims the turn like a decision, so the other gets a clear "already
+//! answered".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::peers::PeerError;
+use super::{Agent, Engine, new_id};
+use crate::a2a::Error;
+use crate::a2a::types::{
+    Message, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
+    TaskPushNotificationConfig, TaskState,
+};
+use crate::clock::now_ms;
+use crate::store::queue::{self as q, DecisionRecord};
+use crate::store::{peers, tasks};
+
+/// How long a relay follows an upstream task that has not settled.
+const FOLLOW_FOR: Duration = Duration::from_secs(600);
+
+impl Engine {
+    /// Where peers reach this server's `/webhooks/` (set once the server is bound).
+    pub fn set_webhook_base(&self, base: String) {
+        let _ = self.inner.webhook_base.set(base);
+    }
+
+    /// A caller's answer to a parked relay task claims its open turn, so a
+    /// person's later decision is "already decided" — or, if the person was
+    /// first, the caller hears that the question is already answered.
+    pub(super) async fn claim_for_caller(&self, task_id: &str, msg: &Message) -> Result<(), Error> {
+        let (tid, text) = (task_id.to_owned(), msg.text());
+        self.inner
+            .store
+            .write(move |conn| {
+                let Some(turn) = q::open_turn(conn, &tid)? else {
+                    return Ok(Ok(()));
+                };
+                if let Some(first) = q::decision_of_turn(conn, &turn.id)? {
+                    return Ok(Err(Error::UnsupportedOperation(format!(
+                        "a person already answered this question ({} by {}); the task goes on with that answer",
+                        first.kind, first.actor
+                    ))));
+                }
+                let Some(head) = tasks::head(conn, &tid)? else {
+                    return Ok(Ok(()));
+                };
+                let record = DecisionRecord {
+                    id: new_id(),
+                    turn_id: turn.id,
+                    task_id: tid.clone(),
+                    agent_id: head.agent_id,
+                    kind: "reply".into(),
+                    payload: serde_json::json!({"text": text, "by": "caller"}),
+                    actor: "caller".into(),
+                    created_ms: now_ms(),
+                    delivery: "delivered".into(),
+                    delivery_error: None,
+                    delivered_ms: Some(now_ms()),
+                };
+                q::insert_decision(conn, &record, &format!("reply {text}"))?;
+                Ok(Ok(()))
+            })
+            .await?
+    }
+
+    /// Forwards a caller's message to the relay's upstream peer and follows
+    /// the upstream task until it settles, mirroring it onto `task_id`.
+    pub(super) async fn relay(&self, agent: Arc<Agent>, task_id: String, message: Message) {
+        if let Err(e) = self.forward(&agent, &task_id, message).await {
+            tracing::warn!(task = %task_id, "relay to the upstream agent failed: {e}");
+            let note = Message::agent(vec![crate::a2a::types::Part::text(format!(
+                "The upstream agent could not be reached: {e}"
+            ))]);
+            let step = super::backend::Step::Status(TaskState::Failed, Some(note));
+            let _ = self.apply(&task_id, step).await;
+        }
+    }
+
+    async fn forward(
+        &self,
+        agent: &Agent,
+        task_id: &str,
+        mut message: Message,
+    ) -> Result<(), PeerError> {
+        let upstream = agent
+            .config
+            .upstream
+            .clone()
+            .ok_or_else(|| PeerError::Invalid("relay without an upstream".into()))?;
+        let (rec, card) = self.peer_card(&upstream, false).await?;
+        let auth = super::peers::auth_of(&rec.auth);
+        let tid = task_id.to_owned();
+        let link = self
+            .inner
+            .store
+            .read(move |conn| peers::remote_of(conn, &tid))
+            .await?;
+        let mut configuration = SendMessageConfiguration {
+            return_immediately: true,
+            ..Default::default()
+        };
+        let mut sub_id = None;
+        match &link {
+            Some((_, remote_id)) => {
+                message.task_id = Some(remote_id.clone());
+                message.context_id = None;
+            }
+            None => {
+                message.task_id = None;
+                message.context_id = None;
+                if let (true, Some(base)) = (card.push_notifications, self.inner.webhook_base.get())
+                {
+                    let sub = self.create_subscription(&upstream).await?;
+                    configuration.task_push_notification_config =
+                        Some(TaskPushNotificationConfig {
+                            tenant: None,
+                            id: None,
+                            task_id: None,
+                            url: format!("{}/webhooks/{}", base.trim_end_matches('/'), sub.id),
+                            token: Some(sub.token.clone()),
+                            authentication: Some(crate::a2a::types::AuthenticationInfo {
+                                scheme: "Bearer".into(),
+                                credentials: Some(sub.token.clone()),
+                            }),
+                        });
+                    sub_id = Some(sub.id);
+                }
+            }
+        }
+        let req = SendMessageRequest {
+            tenant: None,
+            message,
+            configuration: Some(configuration),
+            metadata: None,
+        };
+        let remote = match self
+            .client()?
+            .send_message(&card.chosen, &auth, req)
+            .await?
+        {
+            SendMessageResponse::Task(t) => t,
+            SendMessageResponse::Message(m) => {
+                // The upstream answered directly: that answer completes the task.
+                let step = super::backend::Step::Status(
+                    TaskState::Completed,
+                    Some(Message {
+                        message_id: new_id(),
+                        ..m
+                    }),
+                );
+                self.apply(task_id, step)
+                    .await
+                    .map_err(|e| PeerError::Invalid(e.to_string()))?;
+                return Ok(());
+            }
+        };
+        if link.is_none() {
+            let (tid, peer, rid, sub) = (
+                task_id.to_owned(),
+                upstream.clone(),
+                remote.id.clone(),
+                sub_id.clone(),
+            );
+            self.inner
+                .store
+                .write(move |conn| peers::link_relay(conn, &tid, &peer, &rid, sub.as_deref()))
+                .await?;
+        }
+        let remote_id = remote.id.clone();
+        self.mirror(&upstream, sub_id.as_deref(), remote).await?;
+        // Follow until the upstream task settles (pushes and the sweep also
+        // update it; mirroring is idempotent).
+        let deadline = tokio::time::Instant::now() + FOLLOW_FOR;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let tid = task_id.to_owned();
+            let state = self
+                .inner
+                .store
+                .read(move |conn| tasks::head(conn, &tid))
+                .await?
+                .map(|h| h.state);
+            if state.is_none_or(|s| s.is_terminal() || s.is_interrupted())
+                || tokio::time::Instant::now() > deadline
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+            let task = self
+                .client()?
+                .get_task(&card.chosen, &auth, &remote_id, None)
+                .await?;
+            self.mirror(&upstream, None, task).await?;
+        }
+    }
+}
