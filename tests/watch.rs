@@ -20,6 +20,9 @@ steps = [{ complete = "Deploying now" }]
 text = "(?i)^deploy"
 steps = [{ status = { state = "input-required", text = "Which environment?" } }]
 [[agents.rules]]
+text = "(?i)^slow"
+steps = [{ status = { state = "working" } }, { delay_ms = 1500 }, { status = { state = "input-required", text = "Which environment?" } }]
+[[agents.rules]]
 text = "(?i)^sign"
 steps = [{ status = { state = "auth-required", text = "Please sign in at https://example.com/login" } }]
 "#;
@@ -426,4 +429,70 @@ async fn a_decision_recorded_before_a_crash_is_delivered_once_after_it() {
         })
         .count();
     assert_eq!(copies, 1, "delivered exactly once");
+}
+
+#[tokio::test]
+async fn a_question_asked_later_without_a_push_is_parked_by_the_sweep() {
+    // The peer (a Countersign) sends no pushes: only the sweep can notice.
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&local_config(&peer)));
+    let api = Api::new(&local);
+    let (_, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "slow deploy"})),
+        )
+        .await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    let state = body["task"]["status"]["state"].as_str().unwrap();
+    assert!(
+        state == "TASK_STATE_WORKING" || state == "TASK_STATE_SUBMITTED",
+        "{body}"
+    );
+    wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["items"][0]["taskId"], id.as_str());
+}
+
+#[tokio::test]
+async fn a_peer_can_be_sent_decisions_as_text_only() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&format!(
+        "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\ndecision_format = \"text\"\n",
+        peer.base
+    )));
+    let api = Api::new(&local);
+    let (_, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "deploy v7"})),
+        )
+        .await;
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    api.call(
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/decision"),
+        Some(json!({"kind": "approve", "text": "go"})),
+    )
+    .await;
+    wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    let remote = peer
+        .client()
+        .rpc_ok("bot", "ListTasks", json!({"historyLength": 10}))
+        .await;
+    let decision = remote["tasks"][0]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| {
+            m["messageId"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("decision-"))
+        })
+        .cloned()
+        .unwrap();
+    assert_eq!(decision["parts"], json!([{"text": "Approved. go"}]));
 }

@@ -93,6 +93,31 @@ pub struct PeerConfig {
     pub headers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub reject_with: RejectWith,
+    #[serde(default)]
+    pub decision_format: DecisionFormat,
+}
+
+/// The shape a decision takes when it is sent to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionFormat {
+    /// A text part ("Approved. …") and a data part `{"decision": …}`.
+    #[default]
+    Parts,
+    /// The text part only (for agents that read text).
+    Text,
+    /// The data part only (for agents that read structured input).
+    Data,
+}
+
+impl DecisionFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            DecisionFormat::Parts => "parts",
+            DecisionFormat::Text => "text",
+            DecisionFormat::Data => "data",
+        }
+    }
 }
 
 /// Which shape agent cards take for callers that do not say they speak 1.0.

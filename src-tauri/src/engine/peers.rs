@@ -69,6 +69,22 @@ fn random_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
 }
 
+/// Keeps the parts of a decision a peer's `decision_format` asks for; a
+/// reply's own parts (files, data) always go.
+fn shaped(parts: Vec<Part>, format: &str) -> Vec<Part> {
+    let keep = |kind: &str| match format {
+        "text" => kind == "text",
+        "data" => kind == "data",
+        _ => true,
+    };
+    let kept: Vec<Part> = parts
+        .iter()
+        .filter(|p| keep(p.kind()) || matches!(p.kind(), "raw" | "url"))
+        .cloned()
+        .collect();
+    if kept.is_empty() { parts } else { kept }
+}
+
 /// How long one call to a peer may take.
 const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -103,6 +119,7 @@ impl Engine {
                     RejectWith::Message => "message".into(),
                     RejectWith::Cancel => "cancel".into(),
                 },
+                decision_format: c.decision_format.name().into(),
                 card: None,
                 card_ms: None,
                 from_config: true,
@@ -142,6 +159,7 @@ impl Engine {
             name: name.or_else(|| Some(card.name.clone())),
             auth,
             reject_with: "message".into(),
+            decision_format: "parts".into(),
             card: Some(card.card.clone()),
             card_ms: Some(now_ms()),
             from_config: false,
@@ -438,6 +456,7 @@ impl Engine {
         } else {
             let parts: Vec<Part> = serde_json::from_value(b["parts"].clone())
                 .map_err(|e| PeerError::Invalid(e.to_string()))?;
+            let parts = shaped(parts, &rec.decision_format);
             let message = Message {
                 // Derived from the decision: a retry is never a second decision.
                 message_id: b["messageId"].as_str().unwrap_or_default().to_owned(),

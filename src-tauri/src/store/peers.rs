@@ -32,6 +32,8 @@ pub struct PeerRecord {
     pub auth: PeerAuthRecord,
     /// `message` (reject is sent as a message) or `cancel` (CancelTask).
     pub reject_with: String,
+    /// How decisions are sent: `parts` (text + data), `text`, or `data`.
+    pub decision_format: String,
     /// The card as last fetched.
     pub card: Option<serde_json::Value>,
     pub card_ms: Option<i64>,
@@ -40,7 +42,7 @@ pub struct PeerRecord {
 }
 
 const PEER_COLUMNS: &str =
-    "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms";
+    "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms, decision_format";
 
 fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
     let auth: String = r.get(3)?;
@@ -55,6 +57,7 @@ fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
         card_ms: r.get(6)?,
         from_config: r.get(7)?,
         created_ms: r.get(8)?,
+        decision_format: r.get(9)?,
     })
 }
 
@@ -62,13 +65,14 @@ fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
 pub fn put_peer(conn: &Connection, p: &PeerRecord) -> Result<()> {
     let auth = serde_json::to_string(&p.auth).unwrap_or_else(|_| "{}".into());
     conn.prepare_cached(
-        "INSERT INTO peers (id, url, name, auth, reject_with, from_config, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO peers (id, url, name, auth, reject_with, from_config, created_ms, decision_format)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (id) DO UPDATE SET
             card = CASE WHEN peers.url = excluded.url THEN peers.card ELSE NULL END,
             card_ms = CASE WHEN peers.url = excluded.url THEN peers.card_ms ELSE NULL END,
             url = excluded.url, name = excluded.name, auth = excluded.auth,
-            reject_with = excluded.reject_with, from_config = excluded.from_config",
+            reject_with = excluded.reject_with, from_config = excluded.from_config,
+            decision_format = excluded.decision_format",
     )?
     .execute(params![
         p.id,
@@ -77,7 +81,8 @@ pub fn put_peer(conn: &Connection, p: &PeerRecord) -> Result<()> {
         auth,
         p.reject_with,
         p.from_config,
-        p.created_ms
+        p.created_ms,
+        p.decision_format
     ])?;
     Ok(())
 }

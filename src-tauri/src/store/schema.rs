@@ -105,6 +105,7 @@ const MIGRATIONS: &[&str] = &[
         name        TEXT,
         auth        TEXT NOT NULL DEFAULT '{}',
         reject_with TEXT NOT NULL DEFAULT 'message',
+        decision_format TEXT NOT NULL DEFAULT 'parts',
         card        TEXT,
         card_ms     INTEGER,
         from_config INTEGER NOT NULL DEFAULT 0,
