@@ -350,6 +350,15 @@ impl Message {
         }
     }
 
+    /// A new user message with the given id.
+    pub fn user(message_id: impl Into<String>, parts: Vec<Part>) -> Message {
+        Message {
+            message_id: message_id.into(),
+            role: Role::User,
+            ..Message::agent(parts)
+        }
+    }
+
     /// The concatenated text parts, for matching and previews.
     pub fn text(&self) -> String {
         let mut out = String::new();

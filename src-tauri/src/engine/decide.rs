@@ -14,9 +14,7 @@ use serde_json::{Value, json};
 
 use super::backend::Step;
 use super::{Engine, new_id};
-use crate::a2a::types::{
-    Artifact, Message, Part, PartContent, Role, SendMessageRequest, TaskState,
-};
+use crate::a2a::types::{Artifact, Message, Part, PartContent, SendMessageRequest, TaskState};
 use crate::a2a::v0_3::Dialect;
 use crate::clock::now_ms;
 use crate::config::BackendKind;
@@ -409,16 +407,8 @@ impl Engine {
             return Ok(Delivery::Done);
         }
         // Any other local agent: the decision is the next user message.
-        let message = Message {
-            message_id: format!("decision-{}", d.id),
-            context_id: None,
-            task_id: Some(d.task_id.clone()),
-            role: Role::User,
-            parts,
-            metadata: None,
-            extensions: Vec::new(),
-            reference_task_ids: Vec::new(),
-        };
+        let mut message = Message::user(format!("decision-{}", d.id), parts);
+        message.task_id = Some(d.task_id.clone());
         let req = SendMessageRequest {
             tenant: None,
             message,

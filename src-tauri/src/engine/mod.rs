@@ -640,17 +640,6 @@ impl Engine {
         Ok(self.load_owned(agent, owner, id, history).await?.1)
     }
 
-    /// The task as it stands now, after a send (history trimmed as asked).
-    pub async fn current(
-        &self,
-        agent: &Agent,
-        owner: &str,
-        id: &str,
-        history_length: Option<i32>,
-    ) -> Result<Task, Error> {
-        self.get_task(agent, owner, id, history_length).await
-    }
-
     /// ListTasks.
     pub async fn list_tasks(
         &self,

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use super::{Engine, new_id};
 use crate::a2a::client::{ClientError, PeerAuth, PeerCard};
 use crate::a2a::types::{
-    Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, Task,
+    Message, Part, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, Task,
     TaskPushNotificationConfig,
 };
 use crate::clock::now_ms;
@@ -260,48 +260,52 @@ impl Engine {
             .await
     }
 
-    /// Starts a task on a peer with `parts`, and watches it: a subscription
-    /// is registered as the task's push config when the peer offers push
-    /// notifications (`webhook_base` is where the peer reaches us). Returns
-    /// our mirror of the task.
-    pub async fn send_to_peer(
+    /// When the peer offers push notifications and we know where it reaches
+    /// us, creates a subscription and puts it in `configuration` as the new
+    /// task's push config (its token also as a Bearer credential). Returns
+    /// the subscription's id.
+    pub(super) async fn watch_by_push(
         &self,
         peer_id: &str,
-        parts: Vec<Part>,
-        webhook_base: Option<&str>,
-    ) -> Result<Task, PeerError> {
+        card: &PeerCard,
+        configuration: &mut SendMessageConfiguration,
+    ) -> Result<Option<String>, PeerError> {
+        let Some(base) = self
+            .inner
+            .webhook_base
+            .get()
+            .filter(|_| card.push_notifications)
+        else {
+            return Ok(None);
+        };
+        let sub = self.create_subscription(peer_id).await?;
+        configuration.task_push_notification_config = Some(TaskPushNotificationConfig {
+            tenant: None,
+            id: None,
+            task_id: None,
+            url: format!("{}/webhooks/{}", base.trim_end_matches('/'), sub.id),
+            token: Some(sub.token.clone()),
+            authentication: Some(crate::a2a::types::AuthenticationInfo {
+                scheme: "Bearer".into(),
+                credentials: Some(sub.token.clone()),
+            }),
+        });
+        Ok(Some(sub.id))
+    }
+
+    /// Starts a task on a peer with `parts`, and watches it (by push when
+    /// the peer offers it; the sweep in any case). Returns our mirror.
+    pub async fn send_to_peer(&self, peer_id: &str, parts: Vec<Part>) -> Result<Task, PeerError> {
         let (rec, card) = self.peer_card(peer_id, false).await?;
         let auth = auth_of(&rec.auth);
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
         };
-        let mut sub_id = None;
-        if let (true, Some(base)) = (card.push_notifications, webhook_base) {
-            let sub = self.create_subscription(peer_id).await?;
-            configuration.task_push_notification_config = Some(TaskPushNotificationConfig {
-                tenant: None,
-                id: None,
-                task_id: None,
-                url: format!("{}/webhooks/{}", base.trim_end_matches('/'), sub.id),
-                token: Some(sub.token.clone()),
-                authentication: Some(crate::a2a::types::AuthenticationInfo {
-                    scheme: "Bearer".into(),
-                    credentials: Some(sub.token.clone()),
-                }),
-            });
-            sub_id = Some(sub.id);
-        }
-        let message = Message {
-            message_id: new_id(),
-            context_id: None,
-            task_id: None,
-            role: Role::User,
-            parts,
-            metadata: None,
-            extensions: Vec::new(),
-            reference_task_ids: Vec::new(),
-        };
+        let sub_id = self
+            .watch_by_push(peer_id, &card, &mut configuration)
+            .await?;
+        let message = Message::user(new_id(), parts);
         let req = SendMessageRequest {
             tenant: None,
             message,
@@ -457,20 +461,16 @@ impl Engine {
             let parts: Vec<Part> = serde_json::from_value(b["parts"].clone())
                 .map_err(|e| PeerError::Invalid(e.to_string()))?;
             let parts = shaped(parts, &rec.decision_format);
-            let message = Message {
-                // Derived from the decision: a retry is never a second decision.
-                message_id: b["messageId"].as_str().unwrap_or_default().to_owned(),
-                context_id: b["contextId"]
-                    .as_str()
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_owned),
-                task_id: Some(remote_id.clone()),
-                role: Role::User,
+            // Derived from the decision: a retry is never a second decision.
+            let mut message = Message::user(
+                b["messageId"].as_str().unwrap_or_default().to_owned(),
                 parts,
-                metadata: None,
-                extensions: Vec::new(),
-                reference_task_ids: Vec::new(),
-            };
+            );
+            message.context_id = b["contextId"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned);
+            message.task_id = Some(remote_id.clone());
             let config = SendMessageConfiguration {
                 return_immediately: true,
                 ..Default::default()

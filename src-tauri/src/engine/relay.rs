@@ -15,8 +15,7 @@ use super::peers::PeerError;
 use super::{Agent, Engine, new_id};
 use crate::a2a::Error;
 use crate::a2a::types::{
-    Message, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
-    TaskPushNotificationConfig, TaskState,
+    Message, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, TaskState,
 };
 use crate::clock::now_ms;
 use crate::store::queue::{self as q, DecisionRecord};
@@ -106,34 +105,15 @@ impl Engine {
             return_immediately: true,
             ..Default::default()
         };
-        let mut sub_id = None;
-        match &link {
-            Some((_, remote_id)) => {
-                message.task_id = Some(remote_id.clone());
-                message.context_id = None;
-            }
+        message.context_id = None;
+        message.task_id = link.as_ref().map(|(_, remote_id)| remote_id.clone());
+        let sub_id = match link {
+            Some(_) => None,
             None => {
-                message.task_id = None;
-                message.context_id = None;
-                if let (true, Some(base)) = (card.push_notifications, self.inner.webhook_base.get())
-                {
-                    let sub = self.create_subscription(&upstream).await?;
-                    configuration.task_push_notification_config =
-                        Some(TaskPushNotificationConfig {
-                            tenant: None,
-                            id: None,
-                            task_id: None,
-                            url: format!("{}/webhooks/{}", base.trim_end_matches('/'), sub.id),
-                            token: Some(sub.token.clone()),
-                            authentication: Some(crate::a2a::types::AuthenticationInfo {
-                                scheme: "Bearer".into(),
-                                credentials: Some(sub.token.clone()),
-                            }),
-                        });
-                    sub_id = Some(sub.id);
-                }
+                self.watch_by_push(&upstream, &card, &mut configuration)
+                    .await?
             }
-        }
+        };
         let req = SendMessageRequest {
             tenant: None,
             message,

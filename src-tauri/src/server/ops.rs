@@ -171,7 +171,7 @@ pub async fn execute(
                 engine.wait_settled(&mut started, limit).await;
             }
             let task = engine
-                .current(agent, owner, &task_id, cfg.history_length)
+                .get_task(agent, owner, &task_id, cfg.history_length)
                 .await?;
             Ok(Outcome::Sent(SendMessageResponse::Task(task)))
         }

@@ -191,11 +191,7 @@ async fn send(State(state): State<Shared>, Path(id): Path<String>, body: Bytes) 
     if parts.is_empty() {
         return api_error(StatusCode::BAD_REQUEST, "a task needs text or a file");
     }
-    match state
-        .engine
-        .send_to_peer(&id, parts, Some(&webhook_base(&state)))
-        .await
-    {
+    match state.engine.send_to_peer(&id, parts).await {
         Ok(task) => (StatusCode::CREATED, axum::Json(json!({"task": task}))).into_response(),
         Err(e) => peer_error(e),
     }
