@@ -393,6 +393,18 @@ pub fn encode_task(t: &Task, dialect: Dialect) -> Value {
     Value::Object(out)
 }
 
+fn decode_status(status: &Map<String, Value>, what: &str) -> Result<TaskStatus, Error> {
+    Ok(TaskStatus {
+        state: parse_state(status.get("state").and_then(Value::as_str).unwrap_or(""))?,
+        message: status
+            .get("message")
+            .filter(|v| !v.is_null())
+            .map(|v| decode_message(v, Dialect::V03))
+            .transpose()?,
+        timestamp: opt_str(status, "timestamp", what)?,
+    })
+}
+
 /// Decodes a v0.3 task (used by tests and by clients of v0.3 peers).
 pub fn decode_task(v: &Value) -> Result<Task, Error> {
     let m = obj(v, "task")?;
@@ -416,15 +428,7 @@ pub fn decode_task(v: &Value) -> Result<Task, Error> {
     Ok(Task {
         id: req_str(m, "id", "task")?,
         context_id: opt_str(m, "contextId", "task")?.unwrap_or_default(),
-        status: TaskStatus {
-            state: parse_state(status.get("state").and_then(Value::as_str).unwrap_or(""))?,
-            message: status
-                .get("message")
-                .filter(|v| !v.is_null())
-                .map(|v| decode_message(v, Dialect::V03))
-                .transpose()?,
-            timestamp: opt_str(status, "timestamp", "task.status")?,
-        },
+        status: decode_status(status, "task.status")?,
         artifacts,
         history: decode_list("history")?
             .iter()
@@ -526,15 +530,7 @@ pub fn decode_event(v: &Value) -> Result<StreamResponse, Error> {
             Ok(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
                 task_id: req_str(m, "taskId", "event")?,
                 context_id: opt_str(m, "contextId", "event")?.unwrap_or_default(),
-                status: TaskStatus {
-                    state: parse_state(status.get("state").and_then(Value::as_str).unwrap_or(""))?,
-                    message: status
-                        .get("message")
-                        .filter(|v| !v.is_null())
-                        .map(|v| decode_message(v, Dialect::V03))
-                        .transpose()?,
-                    timestamp: opt_str(status, "timestamp", "event.status")?,
-                },
+                status: decode_status(status, "event.status")?,
                 metadata: opt_obj(m, "metadata", "event")?,
             }))
         }
@@ -676,6 +672,13 @@ pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
     if let Some(id) = &c.id {
         inner.insert("id".into(), json!(id));
     }
+    encode_push_fields(c, &mut inner);
+    json!({"taskId": c.task_id.clone().unwrap_or_default(), "pushNotificationConfig": inner})
+}
+
+/// The fields of a 0.3 `PushNotificationConfig` after its `id` (the same
+/// in the JSON-RPC and HTTP+JSON shapes).
+pub(super) fn encode_push_fields(c: &TaskPushNotificationConfig, inner: &mut Map<String, Value>) {
     inner.insert("url".into(), json!(c.url));
     if let Some(t) = &c.token {
         inner.insert("token".into(), json!(t));
@@ -688,7 +691,6 @@ pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
         }
         inner.insert("authentication".into(), Value::Object(am));
     }
-    json!({"taskId": c.task_id.clone().unwrap_or_default(), "pushNotificationConfig": inner})
 }
 
 /// Reads `id` (and `historyLength`) from v0.3 `TaskQueryParams` / `TaskIdParams`.

@@ -515,24 +515,8 @@ pub fn encode_push_config(c: &TaskPushNotificationConfig) -> Value {
     let id = c.id.clone().unwrap_or_default();
     let mut inner = Map::new();
     inner.insert("id".into(), json!(id));
-    encode_push_body(c, &mut inner);
+    super::v0_3::encode_push_fields(c, &mut inner);
     json!({"name": format!("tasks/{task}/pushNotificationConfigs/{id}"), "pushNotificationConfig": inner})
-}
-
-/// The fields of a 0.3 `PushNotificationConfig` after its `id`.
-fn encode_push_body(c: &TaskPushNotificationConfig, inner: &mut Map<String, Value>) {
-    inner.insert("url".into(), json!(c.url));
-    if let Some(t) = &c.token {
-        inner.insert("token".into(), json!(t));
-    }
-    if let Some(a) = &c.authentication {
-        let mut am = Map::new();
-        am.insert("schemes".into(), json!([a.scheme]));
-        if let Some(cr) = &a.credentials {
-            am.insert("credentials".into(), json!(cr));
-        }
-        inner.insert("authentication".into(), Value::Object(am));
-    }
 }
 
 /// A send as a 0.3 `SendMessageRequest` body (what a client of a 0.3 peer
@@ -551,7 +535,7 @@ pub fn encode_send(req: &SendMessageRequest) -> Value {
             if let Some(id) = &p.id {
                 inner.insert("id".into(), json!(id));
             }
-            encode_push_body(p, &mut inner);
+            super::v0_3::encode_push_fields(p, &mut inner);
             cfg.insert("pushNotification".into(), Value::Object(inner));
         }
         if let Some(n) = c.history_length {
