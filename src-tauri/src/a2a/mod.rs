@@ -12,3 +12,14 @@ pub use error::Error;
 
 /// The protocol version this build serves.
 pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// The essence of a media type: without parameters, trimmed, lowercased
+/// (`Text/Plain; charset=utf-8` → `text/plain`).
+pub fn media_type_essence(media_type: &str) -> String {
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}

@@ -891,12 +891,7 @@ fn history_arg(h: Option<i32>) -> Result<Option<usize>, Error> {
 
 /// Whether a media type is accepted by a list of modes (`type/*`, `*/*`).
 fn accepts(modes: &[String], media: &str) -> bool {
-    let media = media
-        .split(';')
-        .next()
-        .unwrap_or(media)
-        .trim()
-        .to_ascii_lowercase();
+    let media = crate::a2a::media_type_essence(media);
     modes.iter().any(|m| {
         let m = m.trim().to_ascii_lowercase();
         m == "*/*"

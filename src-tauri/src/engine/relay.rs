@@ -150,7 +150,9 @@ impl Engine {
             );
             self.inner
                 .store
-                .write(move |conn| peers::link_relay(conn, &tid, &peer, &rid, sub.as_deref()))
+                .write(move |conn| {
+                    peers::link_remote(conn, &tid, &peer, &rid, sub.as_deref(), false)
+                })
                 .await?;
         }
         let remote_id = remote.id.clone();

@@ -62,12 +62,13 @@ impl Engine {
                                     dialect: "v1",
                                 },
                             )?;
-                            peers::link_watched(
+                            peers::link_remote(
                                 conn,
                                 &id,
                                 &peer_id,
                                 &remote.id,
                                 subscription.as_deref(),
+                                true,
                             )?;
                             (
                                 id,

@@ -161,10 +161,8 @@ fn is_markdown(media_type: Option<&str>) -> bool {
     let Some(media_type) = media_type else {
         return true;
     };
-    let essence = media_type.split(';').next().unwrap_or_default().trim();
-    essence.is_empty()
-        || essence.eq_ignore_ascii_case("text/markdown")
-        || essence.eq_ignore_ascii_case("text/x-markdown")
+    let essence = crate::a2a::media_type_essence(media_type);
+    essence.is_empty() || essence == "text/markdown" || essence == "text/x-markdown"
 }
 
 /// Byte length of base64 content, decoded the way the wire model accepts it.

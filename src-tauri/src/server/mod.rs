@@ -227,13 +227,7 @@ pub fn is_json_content_type(headers: &HeaderMap) -> bool {
     headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
+        .map(crate::a2a::media_type_essence)
         .is_some_and(|t| t == "application/json" || t == "application/a2a+json")
 }
 

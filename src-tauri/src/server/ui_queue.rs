@@ -219,7 +219,7 @@ fn safe_media_type(t: Option<&str>) -> String {
         token(a) && token(b.split(';').next().unwrap_or("").trim())
     });
     if valid {
-        t.split(';').next().unwrap_or(t).trim().to_ascii_lowercase()
+        crate::a2a::media_type_essence(t)
     } else {
         "application/octet-stream".into()
     }

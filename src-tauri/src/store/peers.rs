@@ -172,34 +172,22 @@ pub fn remote_of(conn: &Connection, task_id: &str) -> Result<Option<(String, Str
         .optional()?)
 }
 
-/// Marks a freshly inserted task as watched: it lives on `peer_id` as `remote_id`.
-pub fn link_watched(
+/// Links our task to `remote_id` on `peer_id`. A watched task (`watched`)
+/// lives there; a relay's task stays served (its caller is here).
+pub fn link_remote(
     conn: &Connection,
     task_id: &str,
     peer_id: &str,
     remote_id: &str,
     subscription: Option<&str>,
+    watched: bool,
 ) -> Result<()> {
     conn.prepare_cached(
-        "UPDATE tasks SET origin = 'watched', peer_id = ?2, remote_id = ?3, subscription_id = ?4 WHERE id = ?1",
+        "UPDATE tasks SET peer_id = ?2, remote_id = ?3, subscription_id = ?4,
+                origin = CASE WHEN ?5 THEN 'watched' ELSE origin END
+         WHERE id = ?1",
     )?
-    .execute(params![task_id, peer_id, remote_id, subscription])?;
-    Ok(())
-}
-
-/// Links a served task of a relay agent to its task on the upstream peer
-/// (it stays a served task: its caller is here).
-pub fn link_relay(
-    conn: &Connection,
-    task_id: &str,
-    peer_id: &str,
-    remote_id: &str,
-    subscription: Option<&str>,
-) -> Result<()> {
-    conn.prepare_cached(
-        "UPDATE tasks SET peer_id = ?2, remote_id = ?3, subscription_id = ?4 WHERE id = ?1",
-    )?
-    .execute(params![task_id, peer_id, remote_id, subscription])?;
+    .execute(params![task_id, peer_id, remote_id, subscription, watched])?;
     Ok(())
 }
 

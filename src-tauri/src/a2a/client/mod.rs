@@ -459,13 +459,7 @@ fn content_type(resp: &reqwest::Response) -> Option<String> {
     resp.headers()
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
+        .map(crate::a2a::media_type_essence)
         .filter(|v| !v.is_empty())
 }
 
