@@ -6,48 +6,18 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// What a finished CLI run printed.
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `countersign ARGS… --data-dir DIR` to its end (at most 30 s).
 async fn cs(dir: &Path, args: &[&str]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
-    cmd.args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .env_remove("COUNTERSIGN_CONFIG")
-        .env_remove("COUNTERSIGN_DATA_DIR");
-    let what = format!("countersign {args:?}");
-    let out = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::task::spawn_blocking(move || cmd.output()),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{what} did not exit within 30 s"))
-    .unwrap()
-    .expect("run countersign");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_cli(dir, args, Duration::from_secs(30)).await
 }
 
-/// Runs a CLI command that must succeed; returns its stdout.
+/// Runs a CLI command that must succeed (at most 30 s); returns its stdout.
 async fn cs_ok(dir: &Path, args: &[&str]) -> String {
-    let r = cs(dir, args).await;
-    assert_eq!(r.code, Some(0), "countersign {args:?} failed: {r:?}");
-    r.stdout
+    run_cli_ok(dir, args, Duration::from_secs(30)).await
 }
 
 /// Parks a task at the `human` agent `inbox` (a blocking SendMessage, which

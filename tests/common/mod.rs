@@ -372,3 +372,39 @@ impl Server {
             .to_owned()
     }
 }
+
+/// What a finished CLI run printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `countersign ARGS… --data-dir DIR` to its end, at most `limit`.
+pub async fn run_cli(dir: &Path, args: &[&str], limit: Duration) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
+    cmd.args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("COUNTERSIGN_CONFIG")
+        .env_remove("COUNTERSIGN_DATA_DIR");
+    let what = format!("countersign {args:?}");
+    let out = tokio::time::timeout(limit, tokio::task::spawn_blocking(move || cmd.output()))
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not exit within {limit:?}"))
+        .unwrap()
+        .expect("run countersign");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs a CLI command that must succeed, at most `limit`; returns its stdout.
+pub async fn run_cli_ok(dir: &Path, args: &[&str], limit: Duration) -> String {
+    let r = run_cli(dir, args, limit).await;
+    assert_eq!(r.code, Some(0), "countersign {args:?} failed: {r:?}");
+    r.stdout
+}
