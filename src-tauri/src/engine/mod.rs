@@ -701,8 +701,13 @@ impl Engine {
         })
     }
 
-    /// CancelTask.
-    pub async fn cancel(&self, agent: &Agent, owner: &str, id: &str) -> Result<Task, Error> {
+    /// CancelTask: the canceled task, with its head.
+    pub async fn cancel(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        id: &str,
+    ) -> Result<(TaskHead, Task), Error> {
         let head = self.owned_head(agent, owner, id).await?;
         if head.state.is_terminal() {
             return Err(Error::TaskNotCancelable(format!(
@@ -723,7 +728,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         }
-        self.get_task(agent, owner, id, None).await
+        self.task_with_head(agent, owner, id, None).await
     }
 
     /// SubscribeToTask: the task now, and its events from then on.

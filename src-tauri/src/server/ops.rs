@@ -193,10 +193,7 @@ pub async fn execute(
         }
         Op::ListTasks(req) => Ok(Outcome::Tasks(engine.list_tasks(agent, owner, req).await?)),
         Op::CancelTask(req) => {
-            let task = engine.cancel(agent, owner, &req.id).await?;
-            let (head, _) = engine
-                .task_with_head(agent, owner, &req.id, Some(0))
-                .await?;
+            let (head, task) = engine.cancel(agent, owner, &req.id).await?;
             Ok(Outcome::Task(task, stored_dialect(&head.dialect)))
         }
         Op::SubscribeToTask(req) => {
