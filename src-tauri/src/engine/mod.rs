@@ -552,14 +552,12 @@ impl Engine {
         let Some(rx) = started.events.as_mut() else {
             return;
         };
-        let run = started.run.take();
-        if run.is_none() {
-            // Nothing will change the task on this message's behalf.
+        // Without a run, nothing will change the task on this message's behalf.
+        let Some(mut run) = started.run.take() else {
             return;
-        }
+        };
         let deadline = tokio::time::sleep(limit);
         tokio::pin!(deadline);
-        let mut run = run;
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
@@ -567,18 +565,12 @@ impl Engine {
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
-                _ = async { if let Some(r) = run.as_mut() { let _ = r.await; } else { std::future::pending::<()>().await } } => {
-                    run = None;
-                    // The run has finished: its events are all published.
-                    break;
-                }
+                // The run has finished: its events are all published.
+                _ = &mut run => break,
                 _ = &mut deadline => break,
             }
         }
-        if let Some(r) = run {
-            // Let the run go on in the background; the caller answers now.
-            drop(r);
-        }
+        // Dropping the handle leaves the run going on in the background.
     }
 
     async fn owned_head(
