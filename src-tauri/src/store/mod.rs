@@ -157,6 +157,25 @@ impl Inner {
     }
 }
 
+/// Appends a keyset-pagination condition to a query being built: rows
+/// strictly beyond `(time, key)` in the `(time_col, key_col)` order that
+/// `cmp` (`<` or `>`) names.
+pub(crate) fn push_keyset(
+    sql: &mut String,
+    args: &mut Vec<rusqlite::types::Value>,
+    (time_col, key_col, cmp): (&str, &str, &str),
+    time: i64,
+    key: rusqlite::types::Value,
+) {
+    args.push(time.into());
+    let a = args.len();
+    args.push(key);
+    let b = args.len();
+    sql.push_str(&format!(
+        " AND ({time_col} {cmp} ?{a} OR ({time_col} = ?{a} AND {key_col} {cmp} ?{b}))"
+    ));
+}
+
 fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
     let conn = Connection::open(path).map_err(|source| Error::Open {
         path: path.to_path_buf(),

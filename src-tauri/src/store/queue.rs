@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Error, Result};
+use super::{Error, Result, push_keyset};
 use crate::a2a::types::{Message, Role, TaskState};
 
 /// One parking of a task: open until the task moves on.
@@ -367,14 +367,14 @@ pub fn list_queue(conn: &Connection, f: &QueueFilter) -> Result<QueuePage> {
     } else {
         (">", "ASC")
     };
-    if let Some((ms, rowid)) = &f.after {
-        args.push((*ms).into());
-        let a = args.len();
-        args.push((*rowid).into());
-        let b = args.len();
-        page_sql.push_str(&format!(
-            " AND (opened_ms {cmp} ?{a} OR (opened_ms = ?{a} AND rowid {cmp} ?{b}))"
-        ));
+    if let Some((ms, rowid)) = f.after {
+        push_keyset(
+            &mut page_sql,
+            &mut args,
+            ("opened_ms", "rowid", cmp),
+            ms,
+            rowid.into(),
+        );
     }
     args.push(((f.limit + 1) as i64).into());
     let sql = format!(
@@ -494,14 +494,14 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
             args.len()
         ));
     }
-    if let Some((ms, rowid)) = &f.before {
-        args.push((*ms).into());
-        let a = args.len();
-        args.push((*rowid).into());
-        let b = args.len();
-        where_sql.push_str(&format!(
-            " AND (d.created_ms < ?{a} OR (d.created_ms = ?{a} AND d.rowid < ?{b}))"
-        ));
+    if let Some((ms, rowid)) = f.before {
+        push_keyset(
+            &mut where_sql,
+            &mut args,
+            ("d.created_ms", "d.rowid", "<"),
+            ms,
+            rowid.into(),
+        );
     }
     args.push(((f.limit + 1) as i64).into());
     let cols = DECISION_COLUMNS

@@ -3,7 +3,7 @@
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Error, Result};
+use super::{Error, Result, push_keyset};
 use crate::a2a::types::{
     Artifact, Message, Metadata, StreamResponse, Task, TaskPushNotificationConfig, TaskState,
     TaskStatus,
@@ -343,13 +343,13 @@ pub fn list(conn: &Connection, f: &ListFilter) -> Result<TaskPage> {
     if let Some(tok) = &f.page_token {
         let (ms, id) =
             decode_page_token(tok).ok_or_else(|| Error::Corrupt("invalid page token".into()))?;
-        args.push(ms.into());
-        let a = args.len();
-        args.push(id.into());
-        let b = args.len();
-        page_sql.push_str(&format!(
-            " AND (updated_ms < ?{a} OR (updated_ms = ?{a} AND id < ?{b}))"
-        ));
+        push_keyset(
+            &mut page_sql,
+            &mut args,
+            ("updated_ms", "id", "<"),
+            ms,
+            id.into(),
+        );
     }
     args.push(((f.page_size + 1) as i64).into());
     let sql = format!(
