@@ -137,13 +137,10 @@ impl StreamItem {
     }
 }
 
-/// Whether push notifications are offered. Delivery of push notifications is
-/// not part of this build yet, so the card says `pushNotifications: false`
-/// and, as the spec requires, the push-config operations answer
-/// PushNotificationNotSupportedError (the engine already stores and checks
-/// configs for when delivery lands).
+/// Whether push notifications are offered: every agent delivers them
+/// (through the durable outbox, see `engine::dispatch`).
 pub fn push_supported(_agent: &Agent) -> bool {
-    false
+    true
 }
 
 /// Runs one operation for `owner` on `agent`; `dialect` is the request's.
@@ -209,7 +206,9 @@ pub async fn execute(
         Op::CreatePushConfig(cfg) => {
             require_push(agent)?;
             Ok(Outcome::PushConfig(
-                engine.create_push_config(agent, owner, cfg).await?,
+                engine
+                    .create_push_config(agent, owner, cfg, dialect)
+                    .await?,
             ))
         }
         Op::GetPushConfig(r) => {
