@@ -31,6 +31,7 @@ use crate::a2a::types::{
 use crate::a2a::v0_3::Dialect;
 use crate::clock::now_ms;
 use crate::config::{AgentConfig, Limits};
+use crate::dispatch::ssrf::Refused;
 use crate::store::{self, ListFilter, NewTask, Store, TaskHead, tasks};
 use backend::{Backend, Plan, Step};
 pub use events::{Bus, Event, Subscription};
@@ -824,11 +825,25 @@ impl Engine {
         &self,
         mut cfg: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, Error> {
-        self.dispatch()
-            .policy
-            .check_url(&cfg.url)
-            .await
-            .map_err(|r| Error::InvalidParams(format!("push notification config: {r}")))?;
+        match self.dispatch().policy.check_url(&cfg.url).await {
+            Ok(_) => {}
+            // A name that does not resolve now may later (DNS down, a name
+            // not yet published); each delivery checks it again as it
+            // resolves. Names under `.invalid` never will.
+            Err(Refused::Unresolvable { host, .. })
+                if !host
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase()
+                    .ends_with(".invalid") =>
+            {
+                tracing::debug!(%host, "push config for a name that does not resolve yet");
+            }
+            Err(r) => {
+                return Err(Error::InvalidParams(format!(
+                    "push notification config: {r}"
+                )));
+            }
+        }
         if let Some(a) = &cfg.authentication
             && a.scheme.trim().is_empty()
         {
