@@ -76,6 +76,8 @@ run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop
 run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --transport http_json
 run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3
 run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop
+run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3 --transport http_json
+run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop --transport http_json
 
 echo
 echo "# interop: $failed client run(s) failed"

@@ -160,6 +160,23 @@ impl Engine {
     }
 
     async fn attempt(&self, item: OutboxItem) {
+        // The list this item came from may predate the end of its previous
+        // attempt (read, then that attempt committed and left the in-flight
+        // set): go only if it is still pending and untried since.
+        let id = item.id.clone();
+        let current = self
+            .inner
+            .store
+            .read(move |conn| p::outbox_item(conn, &id))
+            .await;
+        match current {
+            Ok(Some(now)) if now.status == "pending" && now.attempts == item.attempts => {}
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(item = %item.id, "cannot re-read an outbox item: {e}");
+                return;
+            }
+        }
         let result = match item.kind.as_str() {
             "decision" => self
                 .deliver_to_peer(&item)
