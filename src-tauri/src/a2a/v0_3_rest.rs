@@ -439,17 +439,23 @@ pub fn decode_event(v: &Value) -> Result<StreamResponse, Error> {
 /// path; a config inside a send body has none yet (as in the JSON-RPC binding).
 fn decode_push_body(v: &Value, task_id: Option<&str>) -> Result<TaskPushNotificationConfig, Error> {
     let c = obj(v, "pushNotificationConfig")?;
+    // An empty `authentication` (what proto-JSON writers send for an unset
+    // message) means none; credentials without a scheme are a bearer token.
     let authentication = match opt_obj(c, "authentication", "pushNotificationConfig")? {
         None => None,
-        Some(a) => Some(AuthenticationInfo {
-            scheme: strings(&a, "schemes", "pushNotificationConfig.authentication")?
+        Some(a) => {
+            let scheme = strings(&a, "schemes", "pushNotificationConfig.authentication")?
                 .into_iter()
-                .next()
-                .ok_or_else(|| {
-                    invalid("pushNotificationConfig.authentication.schemes needs a scheme")
-                })?,
-            credentials: opt_str(&a, "credentials", "pushNotificationConfig.authentication")?,
-        }),
+                .find(|s| !s.trim().is_empty());
+            let credentials = opt_str(&a, "credentials", "pushNotificationConfig.authentication")?;
+            match (scheme, credentials) {
+                (None, None) => None,
+                (scheme, credentials) => Some(AuthenticationInfo {
+                    scheme: scheme.unwrap_or_else(|| "Bearer".into()),
+                    credentials,
+                }),
+            }
+        }
     };
     Ok(TaskPushNotificationConfig {
         tenant: None,

@@ -805,8 +805,13 @@ impl Engine {
             .ok_or_else(|| Error::InvalidParams("taskId is required".into()))?;
         self.owned_head(agent, owner, &task_id).await?;
         let mut cfg = self.check_push_config(cfg).await?;
-        if cfg.id.as_deref().is_none_or(str::is_empty) {
-            cfg.id = Some(new_id());
+        if cfg.id.is_none() {
+            // 0.3 names an unnamed config after its task (its get without a
+            // config id means that one); 1.0 gets a fresh id.
+            cfg.id = Some(match dialect {
+                Dialect::V1 => new_id(),
+                Dialect::V03 | Dialect::Legacy => task_id.clone(),
+            });
         }
         let stored = cfg.clone();
         self.inner

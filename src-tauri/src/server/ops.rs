@@ -213,11 +213,25 @@ pub async fn execute(
         }
         Op::GetPushConfig(r) => {
             require_push(agent)?;
-            Ok(Outcome::PushConfig(
-                engine
-                    .get_push_config(agent, owner, &r.task_id, &r.id)
-                    .await?,
-            ))
+            match engine
+                .get_push_config(agent, owner, &r.task_id, &r.id)
+                .await
+            {
+                Ok(c) => Ok(Outcome::PushConfig(c)),
+                // 0.3 servers (the reference SDK among them) answer a get
+                // with the task's config whatever id it names; a 0.3 client
+                // may rely on that when the task has just the one.
+                Err(Error::TaskNotFound(m)) if dialect != Dialect::V1 => {
+                    let all = engine
+                        .list_push_configs(agent, owner, &r.task_id, Some(2), None)
+                        .await?;
+                    match <[_; 1]>::try_from(all.configs) {
+                        Ok([only]) => Ok(Outcome::PushConfig(only)),
+                        Err(_) => Err(Error::TaskNotFound(m)),
+                    }
+                }
+                Err(e) => Err(e),
+            }
         }
         Op::ListPushConfigs(r) => {
             require_push(agent)?;
