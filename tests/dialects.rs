@@ -241,6 +241,22 @@ async fn v0_3_push_config_methods_work_in_0_3_shapes() {
         deleted["result"].is_null() && deleted.get("error").is_none(),
         "{deleted}"
     );
+    // Unnamed: a fresh id; a get by task id alone finds the task's only config.
+    let unnamed = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"url": "http://127.0.0.1:9/u"}}),
+    )
+    .await;
+    let unnamed_id = unnamed["result"]["pushNotificationConfig"]["id"]
+        .as_str()
+        .unwrap();
+    assert!(!unnamed_id.is_empty() && unnamed_id != id, "{unnamed}");
+    let by_task = rpc03(&c, "tasks/pushNotificationConfig/get", json!({"id": id})).await;
+    assert_eq!(
+        by_task["result"]["pushNotificationConfig"]["url"], "http://127.0.0.1:9/u",
+        "{by_task}"
+    );
     let missing = rpc03(
         &c,
         "tasks/pushNotificationConfig/list",

@@ -805,13 +805,10 @@ impl Engine {
             .ok_or_else(|| Error::InvalidParams("taskId is required".into()))?;
         self.owned_head(agent, owner, &task_id).await?;
         let mut cfg = self.check_push_config(cfg).await?;
+        // A fresh id, so a second unnamed config never replaces the first
+        // (a 0.3 get by task id still finds a task's only config: see ops).
         if cfg.id.is_none() {
-            // 0.3 names an unnamed config after its task (its get without a
-            // config id means that one); 1.0 gets a fresh id.
-            cfg.id = Some(match dialect {
-                Dialect::V1 => new_id(),
-                Dialect::V03 | Dialect::Legacy => task_id.clone(),
-            });
+            cfg.id = Some(new_id());
         }
         let stored = cfg.clone();
         self.inner
