@@ -7,6 +7,8 @@ pub mod a2a;
 pub mod cli;
 pub mod clock;
 pub mod config;
+#[cfg(feature = "desktop")]
+pub mod desktop;
 pub mod dispatch;
 pub mod engine;
 pub mod render;

@@ -14,10 +14,22 @@ use countersign::server::run::{ServeOptions, serve};
 
 /// Countersign: approve, answer or reject the work AI agents park for you.
 #[derive(Parser)]
-#[command(name = "countersign", version, about, long_about = None)]
+#[command(
+    name = "countersign",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Without a subcommand: the desktop app, with these options.
+    #[command(flatten)]
+    desktop: ServeArgs,
+    /// A `countersign://task/ID` link to open (what the OS passes).
+    #[arg(value_name = "LINK")]
+    link: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -358,7 +370,7 @@ struct ServeArgs {
     #[arg(long, value_name = "DIR", env = "COUNTERSIGN_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7717; port 0 picks a free one).
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", env = "COUNTERSIGN_BIND")]
     bind: Option<SocketAddr>,
     /// Allow a non-loopback bind without any configured credential.
     #[arg(long)]
@@ -429,12 +441,7 @@ fn main() -> ExitCode {
             });
         }
         Some(Command::Chains(c)) => return run_chains(c.command),
-        None => {
-            eprintln!(
-                "countersign: this build has no desktop window yet; starting the server as `countersign serve` would."
-            );
-            run_serve(ServeArgs::default())
-        }
+        None => run_desktop(cli.desktop, cli.link),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -445,7 +452,45 @@ fn main() -> ExitCode {
     }
 }
 
+/// The desktop app (the server runs in-process, as `serve` would).
+#[cfg(feature = "desktop")]
+fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
+    let opts = serve_options(args)?;
+    let open_task = match link {
+        None => None,
+        Some(l) => match l.strip_prefix("countersign://task/") {
+            Some(id) if !id.is_empty() => Some(id.trim_end_matches('/').to_owned()),
+            _ => bail!("`{l}` is not a countersign://task/ID link"),
+        },
+    };
+    countersign::desktop::run(opts, open_task)
+}
+
+/// Without the desktop shell (a headless build), no subcommand serves.
+#[cfg(not(feature = "desktop"))]
+fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
+    if link.is_some() {
+        bail!("this build has no desktop window to open a link in");
+    }
+    eprintln!(
+        "countersign: this build has no desktop window; serving as `countersign serve` would."
+    );
+    run_serve(args)
+}
+
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let opts = serve_options(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(opts))?;
+    Ok(())
+}
+
+/// What `serve` (and the desktop app) run with: config, bind and data dir
+/// from the arguments, the config file and the defaults, in that order.
+fn serve_options(args: ServeArgs) -> anyhow::Result<ServeOptions> {
     let config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default_config(),
@@ -473,17 +518,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let require = config.access.require_credentials;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(serve(ServeOptions {
+    Ok(ServeOptions {
         config,
         bind,
         data_dir,
         open: (bind.ip().is_loopback() && !require) || args.insecure,
-    }))?;
-    Ok(())
+    })
 }
 
 /// `countersign peers add|list|remove`.

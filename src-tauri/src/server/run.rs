@@ -46,6 +46,17 @@ pub enum StartError {
 
 /// Runs the server until a shutdown signal, then closes the database.
 pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
+    serve_until(opts, |_| {}, shutdown_signal()).await
+}
+
+/// Runs the server until `stop` resolves, then closes the database. `ready`
+/// gets the server's state once it listens: the desktop shell drives the
+/// same server in-process through it.
+pub async fn serve_until(
+    opts: ServeOptions,
+    ready: impl FnOnce(super::Shared),
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
     let db = opts.data_dir.join("countersign.db");
@@ -95,7 +106,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         shutdown: shutdown_rx,
         ui_secret,
     });
-    let signal = shutdown_signal();
+    let signal = stop;
     // Written before the announcement: once it is out, the CLI finds us.
     let instance = InstanceFile::write(&opts.data_dir, local_addr)
         .map_err(|e| StartError::Instance(opts.data_dir.join(super::instance::INSTANCE_FILE), e))?;
@@ -111,6 +122,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
     drop(out);
     tracing::info!(db = %db.display(), "serving {} agent(s)", state.engine.agents().len());
     state.engine.set_webhook_base(super::webhook_base(&state));
+    ready(state.clone());
     // The outbox delivers calls owed to peers; the sweep re-reads watched
     // tasks now (a restart loses nothing) and every `sweep_secs`.
     let outbox_engine = state.engine.clone();

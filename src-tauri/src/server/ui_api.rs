@@ -150,7 +150,7 @@ async fn agents(State(state): State<Shared>, headers: HeaderMap) -> Json<serde_j
 
 /// What the event stream says about one committed change: enough for the
 /// UI to know what to re-read.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventNotice<'a> {
     pub task_id: &'a str,

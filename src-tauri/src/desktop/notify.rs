@@ -1,0 +1,212 @@
+//! OS notifications (notify-rust, the desktop notification service on
+//! D-Bus): one for every newly parked task — title the agent, body the first
+//! line of the request — grouped into one when several park at once; none
+//! while notifications are paused (tray), turned off or muted for the agent
+//! (settings), or for the task the window shows. Clicking one opens its task
+//! where the notification server supports actions. No notification service
+//! means a logged warning, never a failure.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tauri::{AppHandle, Manager};
+
+use super::Shell;
+
+/// Parkings that arrive within this window of the first are one notification.
+const GROUP_WINDOW: Duration = Duration::from_millis(400);
+
+/// One parked task to tell the person about.
+struct Parked {
+    task_id: String,
+    agent: String,
+    first_line: String,
+}
+
+/// The notification preferences in the settings file.
+#[derive(Default)]
+struct Prefs {
+    enabled: bool,
+    muted_agents: HashSet<String>,
+    only_when_hidden: bool,
+}
+
+fn prefs(shell: &Shell) -> Prefs {
+    let path = shell.data_dir.join("ui-settings.json");
+    let v: serde_json::Value = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let n = &v["notifications"];
+    Prefs {
+        enabled: n["enabled"].as_bool().unwrap_or(true),
+        only_when_hidden: n["onlyWhenHidden"].as_bool().unwrap_or(false),
+        muted_agents: n["mutedAgents"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Starts the notifier for the life of the app.
+pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
+    let mut rx = shell.state.engine.bus().subscribe_all();
+    let runtime = shell.runtime.clone();
+    runtime.spawn(async move {
+        // Tasks we told the person about and that are still parked.
+        let mut told: HashSet<String> = HashSet::new();
+        loop {
+            let Ok(first) = rx.recv().await else {
+                if rx.is_empty() {
+                    // Lagged or closed: start over from what comes next.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                continue;
+            };
+            let mut batch = vec![first];
+            let deadline = tokio::time::sleep(GROUP_WINDOW);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    _ = &mut deadline => break,
+                    ev = rx.recv() => match ev {
+                        Ok(ev) => batch.push(ev),
+                        Err(_) => break,
+                    },
+                }
+            }
+            // The last state each task reached in this batch.
+            let mut last: HashMap<String, crate::a2a::types::TaskState> = HashMap::new();
+            for ev in &batch {
+                last.insert(ev.task_id.clone(), ev.state);
+            }
+            let mut fresh = Vec::new();
+            for ev in &batch {
+                let Some(state) = last.remove(&ev.task_id) else {
+                    continue;
+                };
+                if state.is_interrupted() {
+                    if told.insert(ev.task_id.clone()) {
+                        fresh.push(ev.task_id.clone());
+                    }
+                } else {
+                    told.remove(&ev.task_id);
+                }
+            }
+            if fresh.is_empty() {
+                continue;
+            }
+            let mut parked = Vec::new();
+            for task_id in fresh {
+                if let Ok(d) = shell.state.engine.task_detail(&task_id).await {
+                    let Some(turn) = d.open_turn else { continue };
+                    let agent = agent_name(&shell, &d.agent_id).await;
+                    parked.push((
+                        d.agent_id,
+                        Parked {
+                            task_id,
+                            agent,
+                            first_line: turn.preview,
+                        },
+                    ));
+                }
+            }
+            deliver(&app, &shell, parked);
+        }
+    });
+}
+
+/// The agent's (or peer's) name for people.
+async fn agent_name(shell: &Shell, id: &str) -> String {
+    if let Some(a) = shell.state.engine.agent(id) {
+        return a.config.name.clone().unwrap_or_else(|| id.to_owned());
+    }
+    match shell.state.engine.peers().await {
+        Ok(peers) => peers
+            .into_iter()
+            .find(|p| p.id == id)
+            .and_then(|p| p.name)
+            .unwrap_or_else(|| id.to_owned()),
+        Err(_) => id.to_owned(),
+    }
+}
+
+/// Applies the person's preferences and shows what is left.
+fn deliver(app: &AppHandle, shell: &Shell, parked: Vec<(String, Parked)>) {
+    if shell.paused.load(Ordering::Relaxed) {
+        return;
+    }
+    let prefs = prefs(shell);
+    if !prefs.enabled {
+        return;
+    }
+    let window = app.get_webview_window("main");
+    let focused = window
+        .as_ref()
+        .is_some_and(|w| w.is_visible().unwrap_or(false) && w.is_focused().unwrap_or(false));
+    if prefs.only_when_hidden && focused {
+        return;
+    }
+    let viewing = shell.viewing.lock().ok().and_then(|v| v.clone());
+    let items: Vec<Parked> = parked
+        .into_iter()
+        .filter(|(agent_id, p)| {
+            let looking_at_it = focused && viewing.as_deref() == Some(p.task_id.as_str());
+            !(prefs.muted_agents.contains(agent_id) || looking_at_it)
+        })
+        .map(|(_, p)| p)
+        .collect();
+    let (summary, body, open) = match items.as_slice() {
+        [] => return,
+        [one] => (
+            one.agent.clone(),
+            one.first_line.clone(),
+            Some(one.task_id.clone()),
+        ),
+        many => {
+            let mut agents: Vec<&str> = many.iter().map(|p| p.agent.as_str()).collect();
+            agents.dedup();
+            (
+                format!("{} tasks are waiting", many.len()),
+                format!("From {}", agents.join(", ")),
+                None,
+            )
+        }
+    };
+    let app = app.clone();
+    std::thread::spawn(move || show(&app, &summary, &body, open));
+}
+
+/// Shows one notification (blocking D-Bus calls: its own thread).
+fn show(app: &AppHandle, summary: &str, body: &str, open: Option<String>) {
+    let mut n = notify_rust::Notification::new();
+    n.appname("Countersign")
+        .summary(summary)
+        .body(body)
+        .icon("countersign");
+    if open.is_some() {
+        n.action("default", "Open");
+    }
+    match n.show() {
+        Ok(handle) => {
+            tracing::debug!(%summary, "notified");
+            if let Some(task) = open {
+                handle.wait_for_action(|action| {
+                    if action == "default" {
+                        super::open_task_in_window(app, &task);
+                    }
+                });
+            }
+        }
+        Err(e) => {
+            tracing::warn!("cannot show a notification (is a notification service running?): {e}")
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The desktop app in a real window, driven over WebDriver (tauri-driver +
+//! WebKitWebDriver) under Xvfb and a private session bus, with a stand-in
+//! notification service that records what the app shows. An A2A client
+//! sends a task to the `human` agent; it appears in the window and raises
+//! one notification; the test approves it with the keyboard and the client
+//! sees it completed; the tray count follows; a muted agent raises none; a
+//! second launch hands over to the first and exits.
+//!
+//! Needs the desktop build and its environment: run `tests/desktop/run.sh`
+//! (it sets COUNTERSIGN_DESKTOP_TESTS=1). Without it the test says why and
+//! passes, so `cargo test` on a machine without a display still works.
+#![cfg(feature = "desktop")]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A WebDriver session on the app, through tauri-driver.
+struct Driver {
+    _driver: Kill,
+    base: String,
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Driver {
+    async fn start(env: &[(&str, String)]) -> Driver {
+        let (port, native) = (free_port(), free_port());
+        let mut cmd =
+            Command::new(std::env::var("TAURI_DRIVER").unwrap_or_else(|_| "tauri-driver".into()));
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--native-port",
+            &native.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let driver = Kill(
+            cmd.spawn()
+                .expect("tauri-driver (cargo install tauri-driver)"),
+        );
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "tauri-driver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "tauri:options": {"application": env!("CARGO_BIN_EXE_countersign")}
+        }}});
+        let resp: Value = http
+            .post(format!("{base}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = resp["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {resp}"))
+            .to_owned();
+        Driver {
+            _driver: driver,
+            base,
+            session,
+            http,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let mut req = self.http.request(method, url);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send().await.unwrap().json().await.unwrap()
+    }
+
+    async fn find(&self, css: &str) -> Option<String> {
+        let v = self
+            .call(
+                reqwest::Method::POST,
+                "/element",
+                Some(json!({"using": "css selector", "value": css})),
+            )
+            .await;
+        v["value"][ELEMENT].as_str().map(str::to_owned)
+    }
+
+    async fn wait_for(&self, css: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(e) = self.find(css).await {
+                return e;
+            }
+            if Instant::now() >= deadline {
+                // What the window showed instead, for whoever reads the failure.
+                let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/output");
+                self.screenshot(&out.join("failure.png")).await;
+                let source = self.call(reqwest::Method::GET, "/source", None).await;
+                let _ = std::fs::write(
+                    out.join("failure.html"),
+                    source["value"].as_str().unwrap_or_default(),
+                );
+                let last = self
+                    .call(
+                        reqwest::Method::POST,
+                        "/element",
+                        Some(json!({"using": "css selector", "value": css})),
+                    )
+                    .await;
+                panic!("`{css}` never appeared (see tests/desktop/output/failure.*): {last}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn click(&self, element: &str) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    /// Presses keys one after the other (W3C actions).
+    async fn press(&self, keys: &[&str]) {
+        let mut actions = Vec::new();
+        for k in keys {
+            actions.push(json!({"type": "keyDown", "value": k}));
+            actions.push(json!({"type": "keyUp", "value": k}));
+        }
+        self.call(
+            reqwest::Method::POST,
+            "/actions",
+            Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})),
+        )
+        .await;
+    }
+
+    async fn screenshot(&self, path: &Path) {
+        use base64::Engine as _;
+        let v = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(v["value"].as_str().unwrap_or_default())
+            .unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, png).unwrap();
+    }
+
+    async fn end(self) {
+        let _ = self
+            .http
+            .delete(format!("{}/session/{}", self.base, self.session))
+            .send()
+            .await;
+    }
+}
+
+fn notifications(record: &Path) -> Vec<Value> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+async fn until<T>(what: &str, within: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: timed out");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: Value) -> Value {
+    let v: Value = http
+        .post(format!("{base}/a2a/inbox"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(v.get("error").is_none(), "{method}: {v}");
+    v["result"].clone()
+}
+
+async fn send(http: &reqwest::Client, base: &str, id: &str, text: &str) -> String {
+    let t = rpc(
+        http,
+        base,
+        "SendMessage",
+        json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]},
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    t["task"]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
+    if std::env::var("COUNTERSIGN_DESKTOP_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: run tests/desktop/run.sh (needs Xvfb, a session bus and tauri-driver)");
+        return;
+    }
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/output");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let record = tmp.path().join("notifications.jsonl");
+    let tray = tmp.path().join("tray.log");
+    std::fs::write(
+        data.join("ui-settings.json"),
+        r#"{"notifications": {"enabled": true, "sound": false, "onlyWhenHidden": false}}"#,
+    )
+    .unwrap();
+
+    // The stand-in notification service on this session bus.
+    let python = std::env::var("DESKTOP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut server = Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/notification_server.py"))
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let _server = Kill(server);
+
+    let env = [
+        ("COUNTERSIGN_DATA_DIR", data.display().to_string()),
+        ("COUNTERSIGN_BIND", "127.0.0.1:0".to_owned()),
+        ("COUNTERSIGN_TRAY_LOG", tray.display().to_string()),
+        ("RUST_LOG", "countersign=debug".to_owned()),
+    ];
+    let driver = Driver::start(&env).await;
+    let http = reqwest::Client::new();
+    let base = until("the app's server", Duration::from_secs(30), async || {
+        let text = std::fs::read_to_string(data.join("instance.json")).ok()?;
+        let v: Value = serde_json::from_str(&text).ok()?;
+        v["url"].as_str().map(str::to_owned)
+    })
+    .await;
+
+    // A caller asks; the task appears in the window and raises one notification.
+    let task = send(
+        &http,
+        &base,
+        "m-desk-1",
+        "Ship v3 to production?\nThe changelog is attached.",
+    )
+    .await;
+    let row = driver
+        .wait_for(
+            &format!("[data-task-id=\"{task}\"]"),
+            Duration::from_secs(20),
+        )
+        .await;
+    let shown = until("one notification", Duration::from_secs(10), async || {
+        let n = notifications(&record);
+        (!n.is_empty()).then_some(n)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let shown_after = notifications(&record);
+    assert_eq!(shown_after.len(), 1, "exactly one: {shown_after:?}");
+    assert_eq!(shown[0]["summary"], "Inbox");
+    assert_eq!(shown[0]["body"], "Ship v3 to production?");
+    assert_eq!(shown[0]["app"], "Countersign");
+    driver.screenshot(&out.join("window-parked.png")).await;
+
+    // The tray says one is waiting.
+    until("the tray count", Duration::from_secs(10), async || {
+        let t = std::fs::read_to_string(&tray).ok()?;
+        (t.lines().last()? == "1").then_some(())
+    })
+    .await;
+
+    // Approve with the keyboard: focus the row, `a`, Enter.
+    driver.click(&row).await;
+    driver.press(&["a"]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    driver.press(&["\u{E007}"]).await;
+    until(
+        "the client sees it completed",
+        Duration::from_secs(20),
+        async || {
+            let t = rpc(&http, &base, "GetTask", json!({"id": task})).await;
+            (t["status"]["state"] == "TASK_STATE_COMPLETED").then_some(())
+        },
+    )
+    .await;
+    until(
+        "the tray count back to 0",
+        Duration::from_secs(10),
+        async || {
+            let t = std::fs::read_to_string(&tray).ok()?;
+            (t.lines().last()? == "0").then_some(())
+        },
+    )
+    .await;
+
+    // Muted agent: the task still appears, no notification.
+    let token = std::fs::read_to_string(data.join("ui-token")).unwrap();
+    let put = http
+        .put(format!("{base}/api/settings"))
+        .bearer_auth(token.trim())
+        .json(&json!({"notifications": {"enabled": true, "sound": false,
+                      "onlyWhenHidden": false, "mutedAgents": ["inbox"]}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.text().await.unwrap());
+    let quiet = send(&http, &base, "m-desk-2", "Rotate the keys?").await;
+    driver
+        .wait_for(
+            &format!("[data-task-id=\"{quiet}\"]"),
+            Duration::from_secs(20),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(notifications(&record).len(), 1, "muted: no notification");
+
+    // A second launch hands over to the running app and exits.
+    let mut second = Command::new(env!("CARGO_BIN_EXE_countersign"));
+    for (k, v) in &env {
+        second.env(k, v);
+    }
+    let mut second = second
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = until(
+        "the second launch exits",
+        Duration::from_secs(20),
+        async || second.try_wait().ok().flatten(),
+    )
+    .await;
+    assert!(status.success(), "{status:?}");
+    // The first still answers, in the window and over A2A.
+    driver
+        .wait_for(
+            &format!("[data-task-id=\"{quiet}\"]"),
+            Duration::from_secs(5),
+        )
+        .await;
+    rpc(&http, &base, "GetTask", json!({"id": quiet})).await;
+    driver.screenshot(&out.join("window-after.png")).await;
+    driver.end().await;
+}

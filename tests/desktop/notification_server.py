@@ -1,0 +1,57 @@
+"""A stand-in desktop notification service for tests.
+
+Owns org.freedesktop.Notifications on the session bus (run it under
+`dbus-run-session`), answers like a real server, and appends each Notify
+call to a JSON Lines file so a test can assert what the app showed.
+
+    python notification_server.py RECORD_FILE
+
+Prints `ready` on stdout once it owns the name.
+"""
+import asyncio
+import json
+import sys
+
+from dbus_next.aio import MessageBus
+from dbus_next.service import ServiceInterface, method
+
+
+class Notifications(ServiceInterface):
+    def __init__(self, record: str):
+        super().__init__('org.freedesktop.Notifications')
+        self.record = record
+        self.next_id = 1
+
+    @method()
+    def Notify(self, app_name: 's', replaces_id: 'u', app_icon: 's', summary: 's',
+               body: 's', actions: 'as', hints: 'a{sv}', expire_timeout: 'i') -> 'u':
+        nid = self.next_id
+        self.next_id += 1
+        with open(self.record, 'a', encoding='utf-8') as f:
+            f.write(json.dumps({'id': nid, 'app': app_name, 'summary': summary,
+                                'body': body, 'actions': list(actions)}) + '\n')
+        return nid
+
+    @method()
+    def CloseNotification(self, nid: 'u'):
+        return None
+
+    @method()
+    def GetCapabilities(self) -> 'as':
+        return ['body', 'actions']
+
+    @method()
+    def GetServerInformation(self) -> 'ssss':
+        return ['countersign-test', 'countersign', '1.0', '1.2']
+
+
+async def main() -> None:
+    bus = await MessageBus().connect()
+    bus.export('/org/freedesktop/Notifications', Notifications(sys.argv[1]))
+    await bus.request_name('org.freedesktop.Notifications')
+    print('ready', flush=True)
+    await asyncio.get_running_loop().create_future()
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

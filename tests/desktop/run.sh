@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The desktop app end to end, in a real window: builds the UI and the
+# desktop binary, then runs tests/desktop.rs under a private D-Bus session
+# and Xvfb, driven by tauri-driver + WebKitWebDriver, with a stand-in
+# notification service (notification_server.py). Installs what it needs:
+# Tauri's system libraries, Xvfb, WebKitWebDriver, tauri-driver, dbus-next.
+# Screenshots land in tests/desktop/output/.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+need=()
+for p in libwebkit2gtk-4.1-dev libgtk-3-dev libsoup-3.0-dev librsvg2-dev \
+         libayatana-appindicator3-dev libssl-dev xvfb xauth webkit2gtk-driver dbus-x11; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+    echo "desktop: installing ${need[*]}" >&2
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+command -v tauri-driver >/dev/null 2>&1 || cargo install tauri-driver --locked --quiet
+if [ ! -x "$here/.venv/bin/python" ]; then
+    python3 -m venv "$here/.venv"
+fi
+"$here/.venv/bin/python" -c 'import dbus_next' 2>/dev/null ||
+    "$here/.venv/bin/pip" install --quiet dbus-next==0.2.3
+
+# The window loads the built UI.
+if [ ! -f ui/dist/index.html ] || [ "${REBUILD_UI:-1}" = 1 ]; then
+    (cd ui && npm ci --no-audit --no-fund --silent && npm run build --silent)
+fi
+cargo build --quiet
+cargo clippy --quiet --all-targets -- -D warnings
+
+mkdir -p "$here/output"
+export COUNTERSIGN_DESKTOP_TESTS=1 DESKTOP_PYTHON="$here/.venv/bin/python"
+export WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1
+dbus-run-session -- xvfb-run -a -s "-screen 0 1280x800x24" \
+    cargo test --quiet --test desktop -- --test-threads=1 --nocapture
