@@ -38,6 +38,16 @@ pub struct Config {
     /// Remote agents Countersign talks to as a client.
     #[serde(default)]
     pub peers: Vec<PeerConfig>,
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// The browser UI served at `/`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// The built UI (`ui/dist`); found next to the binary when unset.
+    pub dir: Option<PathBuf>,
 }
 
 /// The push-notification webhook receiver (`/webhooks/{subscription}`).
@@ -393,6 +403,7 @@ impl Config {
             webhooks: WebhooksConfig::default(),
             agents: Vec::new(),
             peers: Vec::new(),
+            ui: UiConfig::default(),
         })
     }
 

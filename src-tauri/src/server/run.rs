@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::instance::InstanceFile;
 use super::ui_auth::{SecretError, UiSecret};
+use super::ui_static::UiFiles;
 use super::{AccessPolicy, AppState, router};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -69,6 +70,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         .local_addr()
         .map_err(|e| StartError::Bind(opts.bind, e))?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let ui_files = UiFiles::locate(opts.config.ui.dir.clone());
     let state = Arc::new(AppState {
         engine,
         access: AccessPolicy {
@@ -80,6 +82,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         started_ms: crate::clock::now_ms() / 1000 * 1000,
         shutdown: shutdown_rx,
         ui_secret,
+        ui_files,
     });
     let signal = shutdown_signal();
     // Written before the announcement: once it is out, the CLI finds us.
