@@ -310,16 +310,9 @@ fn main() -> ExitCode {
 }
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default_config(),
-    };
-    let bind: SocketAddr = match (args.bind, &config.bind) {
-        (Some(b), _) => b,
-        (None, Some(b)) => b
-            .parse()
-            .with_context(|| format!("bind address `{b}` in the config"))?,
-        (None, None) => SocketAddr::from(([127, 0, 0, 1], 7717)),
     };
     let data_dir = match (args.data_dir, &config.data_dir) {
         (Some(d), _) => d,
@@ -328,6 +321,15 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             Some(d) => d,
             None => bail!("cannot find a home directory for the data dir; pass --data-dir"),
         },
+    };
+    // What the settings screen saved fills what the config leaves unset.
+    countersign::server::ui_settings::apply_saved(&mut config, &data_dir);
+    let bind: SocketAddr = match (args.bind, &config.bind) {
+        (Some(b), _) => b,
+        (None, Some(b)) => b
+            .parse()
+            .with_context(|| format!("bind address `{b}` in the config"))?,
+        (None, None) => SocketAddr::from(([127, 0, 0, 1], 7717)),
     };
     if !bind.ip().is_loopback() && config.access.credentials.is_empty() && !args.insecure {
         bail!(

@@ -16,6 +16,7 @@ pub mod ui_api;
 pub mod ui_auth;
 pub mod ui_peers;
 pub mod ui_queue;
+pub mod ui_settings;
 pub mod ui_static;
 pub mod webhooks;
 
@@ -49,6 +50,8 @@ pub struct AppState {
     pub ui_secret: ui_auth::UiSecret,
     /// Where the built UI is read from.
     pub ui_files: ui_static::UiFiles,
+    /// Where the UI's settings are kept.
+    pub ui_settings: ui_settings::SettingsFile,
 }
 
 pub type Shared = Arc<AppState>;

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::instance::InstanceFile;
 use super::ui_auth::{SecretError, UiSecret};
+use super::ui_settings::SettingsFile;
 use super::ui_static::UiFiles;
 use super::{AccessPolicy, AppState, router};
 use crate::config::Config;
@@ -83,6 +84,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         shutdown: shutdown_rx,
         ui_secret,
         ui_files,
+        ui_settings: SettingsFile::in_dir(&opts.data_dir),
     });
     let signal = shutdown_signal();
     // Written before the announcement: once it is out, the CLI finds us.

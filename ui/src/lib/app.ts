@@ -2,7 +2,7 @@
  * The running UI: one Api, the stores, the event stream wired to them, and
  * the route. Components get everything from here; none of them fetches.
  */
-import { writable, type Readable, type Writable } from 'svelte/store';
+import { get, writable, type Readable, type Writable } from 'svelte/store';
 import type { Api, ApiEvent } from './api';
 import { createChains, type ChainsStore } from './chains';
 import { createHistory, type HistoryStore } from './history';
@@ -70,7 +70,7 @@ export function createApp(api: Api): App {
     chains.onEvent(ev);
     // A task leaving the queue may be a decision made elsewhere: the
     // history gains a row.
-    if (ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state) && !historyTimer) {
+    if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state) && !historyTimer) {
       historyTimer = setTimeout(() => {
         historyTimer = null;
         void history.load();
@@ -81,8 +81,8 @@ export function createApp(api: Api): App {
   function resync(): void {
     void queue.resync();
     void task.reload();
-    void history.load();
-    void chains.loadHops();
+    if (get(history).loaded) void history.load();
+    if (get(chains).loaded && !get(chains).unavailable) void chains.loadHops();
   }
 
   return {

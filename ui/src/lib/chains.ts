@@ -1,5 +1,5 @@
 /** Chain rules and their recent hops. */
-import { writable, type Readable } from 'svelte/store';
+import { get, writable, type Readable } from 'svelte/store';
 import type { Api, ApiEvent, ChainHop, ChainRule, NewChainRule } from './api';
 
 export interface ChainsState {
@@ -9,6 +9,8 @@ export interface ChainsState {
   /** The API is not there (an older server): the screen says so. */
   unavailable: boolean;
   error: string | null;
+  /** Loaded at least once (the screen was opened). */
+  loaded: boolean;
 }
 
 export interface ChainsStore extends Readable<ChainsState> {
@@ -29,7 +31,7 @@ export function editable(rule: ChainRule): NewChainRule {
 }
 
 export function createChains(api: Api): ChainsStore {
-  const store = writable<ChainsState>({ rules: [], hops: [], loading: false, unavailable: false, error: null });
+  const store = writable<ChainsState>({ rules: [], hops: [], loading: false, unavailable: false, error: null, loaded: false });
   const { subscribe, update } = store;
 
   const fail = (e: unknown) => {
@@ -47,7 +49,7 @@ export function createChains(api: Api): ChainsStore {
   }
 
   async function load(): Promise<void> {
-    update((s) => ({ ...s, loading: true, error: null }));
+    update((s) => ({ ...s, loading: true, error: null, loaded: true }));
     try {
       const [{ rules }, { hops }] = await Promise.all([api.chains(), api.hops(50)]);
       update((s) => ({ ...s, rules, hops, loading: false, unavailable: false }));
@@ -86,7 +88,7 @@ export function createChains(api: Api): ChainsStore {
       await loadHops();
     },
     onEvent(ev) {
-      if (ev.kind === 'chain') void loadHops();
+      if (ev.kind === 'chain' && get(store).loaded && !get(store).unavailable) void loadHops();
     },
   };
 }

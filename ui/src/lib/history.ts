@@ -10,6 +10,8 @@ export interface HistoryState {
   loading: boolean;
   error: string | null;
   cursor: number;
+  /** Loaded at least once (the screen was opened). */
+  loaded: boolean;
 }
 
 export interface HistoryStore extends Readable<HistoryState> {
@@ -29,6 +31,7 @@ export function createHistory(api: Api): HistoryStore {
     loading: false,
     error: null,
     cursor: 0,
+    loaded: false,
   });
   const { subscribe, update } = store;
   let generation = 0;
@@ -40,7 +43,7 @@ export function createHistory(api: Api): HistoryStore {
     try {
       const page = await api.history({ agent: s.agent || undefined, q: s.q || undefined, limit: 200 });
       if (gen !== generation) return;
-      update((x) => ({ ...x, items: page.items, nextCursor: page.nextCursor ?? null, loading: false }));
+      update((x) => ({ ...x, items: page.items, nextCursor: page.nextCursor ?? null, loading: false, loaded: true }));
     } catch (e) {
       if (gen !== generation) return;
       update((x) => ({ ...x, loading: false, error: (e as Error).message }));
