@@ -129,6 +129,29 @@ describe('queue store', () => {
     ]);
   });
 
+  it('a page read before a task left does not bring it back', async () => {
+    const { m, state } = server([turn('a', 1), turn('b', 2)]);
+    let hold: (() => void) | null = null;
+    const q = createQueue(new Api(m));
+    await q.load();
+    // The next queue read is slow and answers with the old state.
+    const old = [...state.items, turn('c', 3)];
+    m.on('GET', /^\/api\/queue\?sort/, () => new Promise((r) => (hold = () => r(json(200, { items: old, total: 3, counts: { inbox: 3 } })))));
+    state.items.push(turn('c', 3));
+    q.onEvent({ taskId: 'c', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    // Meanwhile b is decided and leaves.
+    q.onEvent({ taskId: 'b', seq: 5, kind: 'statusUpdate', state: 'TASK_STATE_COMPLETED' });
+    hold!();
+    await tick(10);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'a']);
+    // Parked again later, it comes back.
+    m.on('GET', /^\/api\/queue\?sort/, { items: [turn('b', 9), turn('c', 3), turn('a', 1)], total: 3, counts: { inbox: 3 } });
+    q.onEvent({ taskId: 'b', seq: 9, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['b', 'c', 'a']);
+  });
+
   it('reports a failed load and recovers', async () => {
     const m = new MockTransport().on('GET', /^\/api\/queue/, () => json(0, null));
     const q = createQueue(new Api(m));

@@ -72,6 +72,8 @@ export interface QueueStore extends Readable<QueueState> {
   setFilter(f: Partial<QueueFilter>): Promise<void>;
   onEvent(ev: ApiEvent): void;
   resync(): Promise<void>;
+  /** Re-reads the head of the queue and merges it, keeping what is loaded. */
+  refresh(): Promise<void>;
   move(delta: number): void;
   focus(index: number): void;
   focusTask(taskId: string): void;
@@ -92,6 +94,14 @@ export function createQueue(api: Api): QueueStore {
   const { subscribe, update } = store;
   let generation = 0;
   let refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  /**
+   * When each task left the queue (decided here, or an event said so). A
+   * page read before that moment may still list it: such rows are stale
+   * and are not brought back.
+   */
+  const gone = new Map<string, number>();
+  let clock = 0;
+  const stale = (taskId: string, askedAt: number) => (gone.get(taskId) ?? -1) >= askedAt;
 
   const params = (f: QueueFilter) => ({
     agent: f.agent || undefined,
@@ -111,10 +121,12 @@ export function createQueue(api: Api): QueueStore {
   async function load(): Promise<void> {
     const gen = ++generation;
     const f = get(store).filter;
+    const askedAt = ++clock;
     update((s) => ({ ...s, loading: true, error: null }));
     try {
       const [page, sc] = await Promise.all([api.queue({ ...params(f), limit: PAGE }), stateCounts()]);
       if (gen !== generation) return;
+      page.items = page.items.filter((t) => !stale(t.taskId, askedAt));
       update((s) => {
         const ids = new Set(page.items.map((t) => t.taskId));
         const selected = new Set([...s.selected].filter((id) => ids.has(id)));
@@ -141,13 +153,14 @@ export function createQueue(api: Api): QueueStore {
     const s = get(store);
     if (!s.nextCursor || s.loading) return;
     const gen = generation;
+    const askedAt = ++clock;
     update((x) => ({ ...x, loading: true }));
     try {
       const page = await api.queue({ ...params(s.filter), limit: PAGE, cursor: s.nextCursor });
       if (gen !== generation) return;
       update((x) => {
         const have = new Set(x.items.map((t) => t.taskId));
-        const more = page.items.filter((t) => !have.has(t.taskId));
+        const more = page.items.filter((t) => !have.has(t.taskId) && !stale(t.taskId, askedAt));
         return {
           ...x,
           items: x.items.concat(more),
@@ -167,9 +180,11 @@ export function createQueue(api: Api): QueueStore {
   async function refreshHead(): Promise<void> {
     const gen = generation;
     const f = get(store).filter;
+    const askedAt = ++clock;
     try {
       const [page, sc] = await Promise.all([api.queue({ ...params(f), limit: PAGE }), stateCounts()]);
       if (gen !== generation) return;
+      page.items = page.items.filter((t) => !stale(t.taskId, askedAt));
       update((s) => {
         const byId = new Map(s.items.map((t) => [t.taskId, t]));
         const fresh = page.items.filter((t) => !byId.has(t.taskId));
@@ -205,6 +220,8 @@ export function createQueue(api: Api): QueueStore {
   }
 
   function remove(taskId: string): void {
+    gone.set(taskId, ++clock);
+    if (gone.size > 20_000) gone.delete(gone.keys().next().value as string);
     update((s) => {
       const i = s.items.findIndex((t) => t.taskId === taskId);
       if (i < 0) return s;
@@ -229,9 +246,14 @@ export function createQueue(api: Api): QueueStore {
     const present = s.items.find((t) => t.taskId === ev.taskId);
     if (!parked) {
       if (present) remove(ev.taskId);
-      else if (s.total > s.items.length) scheduleRefresh();
+      else {
+        gone.set(ev.taskId, ++clock);
+        if (s.total > s.items.length) scheduleRefresh();
+      }
       return;
     }
+    // Parked (again): whatever said it left is older than this.
+    gone.delete(ev.taskId);
     if (!present || present.state !== shortState(ev.state)) scheduleRefresh();
   }
 
@@ -280,6 +302,7 @@ export function createQueue(api: Api): QueueStore {
     },
     onEvent,
     resync: load,
+    refresh: refreshHead,
     move(delta) {
       const s = get(store);
       setCursor(s.cursor + delta);
