@@ -14,3 +14,6 @@ bash tests/interop/run.sh
 # 0.3.26, their own push senders): push parks, kill -9 keeps it parked, a
 # forged push is refused, a reply reaches the peer exactly once.
 bash tests/peers/watch_flow.sh
+# The approval UI: Vitest for its stores and api.ts, then Chromium
+# (playwright-core) against a real server; screenshots in tests/ui/output/.
+bash tests/ui/run.sh
