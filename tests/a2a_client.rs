@@ -157,7 +157,7 @@ async fn discovery_from_the_agent_url_prefers_1_0_json_rpc_and_finds_all_four_en
         .unwrap();
     assert_eq!(card.name, "Countersign TCK agent");
     assert!(card.streaming);
-    assert!(!card.push_notifications);
+    assert!(card.push_notifications);
     assert_eq!(card.source, s.url("/a2a/tck/.well-known/agent-card.json"));
     assert_eq!(
         card.chosen,
@@ -355,17 +355,28 @@ async fn converse(s: &Server, binding: Binding, dialect: Dialect) {
         matches!(e, ClientError::Remote { code: -32002, .. }),
         "{e:?}"
     );
-    let cfg = TaskPushNotificationConfig {
+    // Push configs: a loopback webhook (allow-listed in the TCK config) is
+    // stored; a private address is refused with the reason.
+    let cfg = |url: &str| TaskPushNotificationConfig {
         tenant: None,
         id: None,
         task_id: Some(done.id.clone()),
-        url: "https://hooks.example.com/a2a".into(),
-        token: None,
+        url: url.into(),
+        token: Some("tok".into()),
         authentication: None,
     };
-    let e = c.create_push_config(&ep, &auth, cfg).await.unwrap_err();
+    let stored = c
+        .create_push_config(&ep, &auth, cfg("http://127.0.0.1:9/a2a"))
+        .await
+        .unwrap();
+    assert_eq!(stored.url, "http://127.0.0.1:9/a2a");
+    assert!(stored.id.is_some_and(|i| !i.is_empty()));
+    let e = c
+        .create_push_config(&ep, &auth, cfg("http://10.1.2.3/a2a"))
+        .await
+        .unwrap_err();
     assert!(
-        matches!(e.a2a_error(), Some(A2aError::PushNotificationNotSupported)),
+        matches!(e.a2a_error(), Some(A2aError::InvalidParams(ref m)) if m.contains("private")),
         "{e:?}"
     );
 }

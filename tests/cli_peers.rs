@@ -161,7 +161,7 @@ async fn a_peer_added_from_the_cli_runs_a_watched_task_to_a_decision() {
     for column in [
         "ID",
         "KIND",
-        "PEER",
+        "FOR",
         "STATUS",
         "ATTEMPTS",
         "AGE",

@@ -198,24 +198,80 @@ async fn a_task_created_in_one_dialect_is_read_streamed_and_canceled_in_the_othe
 }
 
 #[tokio::test]
-async fn v0_3_push_config_methods_answer_not_supported() {
+async fn v0_3_push_config_methods_work_in_0_3_shapes() {
     let s = Server::start(Some(TCK_CONFIG));
     let c = s.client();
-    for (method, params) in [
-        (
-            "tasks/pushNotificationConfig/set",
-            json!({"taskId": "t", "pushNotificationConfig": {"url": "https://example.com/h"}}),
-        ),
-        ("tasks/pushNotificationConfig/get", json!({"id": "t"})),
-        ("tasks/pushNotificationConfig/list", json!({"id": "t"})),
-        (
-            "tasks/pushNotificationConfig/delete",
-            json!({"id": "t", "pushNotificationConfigId": "p"}),
-        ),
-    ] {
-        let r = rpc03(&c, method, params).await;
-        assert_eq!(r["error"]["code"], -32003, "{method}: {r}");
-    }
+    let task = rpc03(
+        &c,
+        "message/send",
+        json!({"message": msg03("tck-input-required-p", "x")}),
+    )
+    .await;
+    let id = task["result"]["id"].as_str().unwrap().to_owned();
+    let set = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"id": "p", "url": "http://127.0.0.1:9/h", "token": "tk"}}),
+    )
+    .await;
+    assert_eq!(set["result"]["taskId"], id.as_str(), "{set}");
+    assert_eq!(
+        set["result"]["pushNotificationConfig"]["url"],
+        "http://127.0.0.1:9/h"
+    );
+    let got = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": "p"}),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["pushNotificationConfig"]["token"], "tk",
+        "{got}"
+    );
+    let listed = rpc03(&c, "tasks/pushNotificationConfig/list", json!({"id": id})).await;
+    assert_eq!(listed["result"].as_array().unwrap().len(), 1, "{listed}");
+    let deleted = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": id, "pushNotificationConfigId": "p"}),
+    )
+    .await;
+    assert!(
+        deleted["result"].is_null() && deleted.get("error").is_none(),
+        "{deleted}"
+    );
+    // Unnamed: a fresh id; a get by task id alone finds the task's only config.
+    let unnamed = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"url": "http://127.0.0.1:9/u"}}),
+    )
+    .await;
+    let unnamed_id = unnamed["result"]["pushNotificationConfig"]["id"]
+        .as_str()
+        .unwrap();
+    assert!(!unnamed_id.is_empty() && unnamed_id != id, "{unnamed}");
+    let by_task = rpc03(&c, "tasks/pushNotificationConfig/get", json!({"id": id})).await;
+    assert_eq!(
+        by_task["result"]["pushNotificationConfig"]["url"], "http://127.0.0.1:9/u",
+        "{by_task}"
+    );
+    let missing = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/list",
+        json!({"id": "no-such-task"}),
+    )
+    .await;
+    assert_eq!(missing["error"]["code"], -32001, "{missing}");
+    // A private webhook is refused with the reason, in the 0.3 error shape.
+    let refused = rpc03(
+        &c,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"url": "http://10.9.9.9/h"}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
 
 #[tokio::test]

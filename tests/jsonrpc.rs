@@ -1229,46 +1229,96 @@ async fn streaming_follow_up_on_a_task_streams_its_completion() {
 // ------------------------------------------------------------- Push configs
 
 #[tokio::test]
-async fn push_config_methods_answer_push_notification_not_supported() {
+async fn push_config_methods_create_get_list_and_delete() {
     let s = tck();
     let c = s.client();
     let t = send_task(&c, "tck-input-required-1").await;
-    for task_id in [t["id"].clone(), json!("no-such-task")] {
-        let calls = [
-            (
-                "CreateTaskPushNotificationConfig",
-                json!({"taskId": task_id, "url": "https://example.com/hook"}),
-            ),
-            (
-                "GetTaskPushNotificationConfig",
-                json!({"taskId": task_id, "id": "cfg-1"}),
-            ),
-            (
-                "ListTaskPushNotificationConfigs",
-                json!({"taskId": task_id}),
-            ),
-            (
-                "DeleteTaskPushNotificationConfig",
-                json!({"taskId": task_id, "id": "cfg-1"}),
-            ),
-        ];
-        for (method, params) in calls {
-            let err = c.rpc_err("tck", method, params).await;
-            assert_error(&err, -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED");
-        }
-    }
-    // Also inline in a send, and nothing is created then.
+    let id = t["id"].clone();
+    let made = c
+        .rpc_ok(
+            "tck",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "cfg-1", "url": "http://127.0.0.1:9/hook", "token": "tk",
+                   "authentication": {"scheme": "Bearer", "credentials": "c"}}),
+        )
+        .await;
+    assert_eq!(made["id"], "cfg-1");
+    assert_eq!(made["taskId"], id);
+    let got = c
+        .rpc_ok(
+            "tck",
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "cfg-1"}),
+        )
+        .await;
+    assert_eq!(got["authentication"]["scheme"], "Bearer");
+    let listed = c
+        .rpc_ok(
+            "tck",
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": id}),
+        )
+        .await;
+    assert_eq!(listed["configs"].as_array().unwrap().len(), 1);
+    c.rpc_ok(
+        "tck",
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "cfg-1"}),
+    )
+    .await;
+    // Deleting is idempotent; reading a deleted config is "not found".
+    c.rpc_ok(
+        "tck",
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "cfg-1"}),
+    )
+    .await;
+    let err = c
+        .rpc_err(
+            "tck",
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "cfg-1"}),
+        )
+        .await;
+    assert_error(&err, -32001, "TASK_NOT_FOUND");
+    let err = c
+        .rpc_err(
+            "tck",
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": "no-such-task"}),
+        )
+        .await;
+    assert_error(&err, -32001, "TASK_NOT_FOUND");
+    // Inline in a send: stored with the task, named after it.
+    let sent = c
+        .rpc_ok(
+            "tck",
+            "SendMessage",
+            json!({"message": message("tck-input-required-p", "x"),
+                   "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}}}),
+        )
+        .await;
+    let tid = sent["task"]["id"].clone();
+    let listed = c
+        .rpc_ok(
+            "tck",
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": tid}),
+        )
+        .await;
+    assert_eq!(listed["configs"][0]["id"], tid, "{listed}");
+    // A refused URL creates nothing.
     let err = c
         .rpc_err(
             "tck",
             "SendMessage",
             json!({"message": message("tck-complete-task-p", "x"),
-                   "configuration": {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}}),
+                   "configuration": {"taskPushNotificationConfig": {"url": "http://192.168.0.9/hook"}}}),
         )
         .await;
-    assert_error(&err, -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    assert_error(&err, -32602, "INVALID_PARAMS");
     let list = c.rpc_ok("tck", "ListTasks", json!({})).await;
-    assert_eq!(list["totalSize"], 1);
+    assert_eq!(list["totalSize"], 2);
 }
 
 // ------------------------------------------------------- GetExtendedAgentCard

@@ -1,19 +1,27 @@
-//! Push notification configs in the engine: stored, checked, paged, and
-//! durable in a real SQLite file. (The HTTP operations answer
-//! PushNotificationNotSupported until delivery ships; see server::ops.)
+//! Push notification configs in the engine: stored, checked (including the
+//! outbound policy), paged, and durable in a real SQLite file.
 use std::path::Path;
 
 use countersign::a2a::Error;
 use countersign::a2a::types::{AuthenticationInfo, SendMessageRequest, TaskPushNotificationConfig};
+use countersign::a2a::v0_3::Dialect;
 use countersign::config::Config;
+use countersign::dispatch::ssrf::{OutboundConfig, OutboundPolicy};
 use countersign::engine::Engine;
+use countersign::engine::dispatch::Dispatch;
 use countersign::store::{Durability, Store};
 use serde_json::json;
 
 fn engine_at(db: &Path) -> Engine {
     let cfg = Config::parse("", Path::new("test.toml")).unwrap();
     let store = Store::open(db, Durability::Normal).unwrap();
-    Engine::new(store, &cfg.agents, cfg.limits)
+    let engine = Engine::new(store, &cfg.agents, cfg.limits);
+    let outbound: OutboundConfig = toml::from_str("allow = [\"127.0.0.1\"]").unwrap();
+    engine.configure_dispatch(Dispatch::new(
+        cfg.dispatch,
+        OutboundPolicy::new(&outbound).unwrap(),
+    ));
+    engine
 }
 
 fn config(task: &str, id: Option<&str>, url: &str) -> TaskPushNotificationConfig {
@@ -58,7 +66,8 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
         .create_push_config(
             &agent,
             "local",
-            config(&task, None, "https://hooks.example.com/a"),
+            config(&task, None, "http://127.0.0.1:9/a"),
+            Dialect::V1,
         )
         .await
         .unwrap();
@@ -68,11 +77,8 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
             .create_push_config(
                 &agent,
                 "local",
-                config(
-                    &task,
-                    Some(&format!("cfg-{i}")),
-                    "https://hooks.example.com/b",
-                ),
+                config(&task, Some(&format!("cfg-{i}")), "http://127.0.0.1:9/b"),
+                Dialect::V1,
             )
             .await
             .unwrap();
@@ -81,7 +87,7 @@ async fn push_configs_are_stored_paged_deleted_and_survive_reopen() {
         .get_push_config(&agent, "local", &task, &generated)
         .await
         .unwrap();
-    assert_eq!(got.url, "https://hooks.example.com/a");
+    assert_eq!(got.url, "http://127.0.0.1:9/a");
     assert_eq!(got.authentication.unwrap().scheme, "Bearer");
 
     // Paging visits every config once.
@@ -139,7 +145,7 @@ async fn bad_push_configs_are_refused_with_a_reason() {
     let task = new_task(&engine).await;
     for url in ["not a url", "ftp://example.com/x", "/relative"] {
         let e = engine
-            .create_push_config(&agent, "local", config(&task, None, url))
+            .create_push_config(&agent, "local", config(&task, None, url), Dialect::V1)
             .await
             .unwrap_err();
         assert!(
@@ -151,7 +157,8 @@ async fn bad_push_configs_are_refused_with_a_reason() {
         .create_push_config(
             &agent,
             "local",
-            config("no-such-task", None, "https://example.com"),
+            config("no-such-task", None, "http://127.0.0.1:9/"),
+            Dialect::V1,
         )
         .await
         .unwrap_err();
@@ -161,7 +168,8 @@ async fn bad_push_configs_are_refused_with_a_reason() {
         .create_push_config(
             &agent,
             "someone-else",
-            config(&task, None, "https://example.com"),
+            config(&task, None, "http://127.0.0.1:9/"),
+            Dialect::V1,
         )
         .await
         .unwrap_err();

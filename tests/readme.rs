@@ -26,6 +26,16 @@ fn readme_config_example_is_a_valid_config() {
     assert_eq!(cfg.agents[1].backend, BackendKind::Scripted);
     assert_eq!(cfg.agents[1].rules.len(), 3);
     assert_eq!(cfg.access.credentials.len(), 2);
+    // The push/chains example parses too.
+    let chains = section
+        .split("```toml")
+        .nth(2)
+        .and_then(|b| b.split("```").next())
+        .expect("a second toml block");
+    let cfg = Config::parse(chains, Path::new("README.md")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.chains.len(), 2);
+    assert_eq!(cfg.chains[1].id, "chain-2");
+    assert_eq!(cfg.outbound.allow.len(), 4);
 }
 
 #[test]

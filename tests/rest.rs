@@ -911,45 +911,57 @@ async fn stream_with_a_text_plain_body_is_415_not_sse() {
 // ------------------------------------------------------ pushNotificationConfigs
 
 #[tokio::test]
-async fn push_config_routes_are_400_push_notification_not_supported() {
+async fn push_config_routes_create_get_list_and_delete() {
     let s = tck();
     let c = s.client();
     let t = send_task(&c, "tck-input-required-1").await;
     let id = t["id"].as_str().unwrap().to_owned();
-    for task in [id.as_str(), "no-such-task"] {
-        let calls = [
-            (
-                Method::POST,
-                format!("/tasks/{task}/pushNotificationConfigs"),
-                Some(json!({"url": "https://example.com/hook"})),
-            ),
-            (
-                Method::GET,
-                format!("/tasks/{task}/pushNotificationConfigs"),
-                None,
-            ),
-            (
-                Method::GET,
-                format!("/tasks/{task}/pushNotificationConfigs/cfg-1"),
-                None,
-            ),
-            (
-                Method::DELETE,
-                format!("/tasks/{task}/pushNotificationConfigs/cfg-1"),
-                None,
-            ),
-        ];
-        for (method, path, body) in calls {
-            let (status, b) = c.rest(method.clone(), "tck", &path, body).await;
-            assert_aip193(
-                status,
-                &b,
-                400,
-                "FAILED_PRECONDITION",
-                "PUSH_NOTIFICATION_NOT_SUPPORTED",
-            );
-        }
-    }
+    let base = format!("/tasks/{id}/pushNotificationConfigs");
+    let (status, made) = c
+        .rest(
+            Method::POST,
+            "tck",
+            &base,
+            Some(json!({"url": "http://127.0.0.1:9/hook", "token": "tk"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{made}");
+    let cfg = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(made["taskId"], id.as_str());
+    let (status, got) = c
+        .rest(Method::GET, "tck", &format!("{base}/{cfg}"), None)
+        .await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["token"], "tk");
+    let (status, listed) = c.rest(Method::GET, "tck", &base, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["configs"].as_array().unwrap().len(), 1);
+    let (status, _) = c
+        .rest(Method::DELETE, "tck", &format!("{base}/{cfg}"), None)
+        .await;
+    assert_eq!(status, 200);
+    let (status, b) = c
+        .rest(Method::GET, "tck", &format!("{base}/{cfg}"), None)
+        .await;
+    assert_aip193(status, &b, 404, "NOT_FOUND", "TASK_NOT_FOUND");
+    let (status, b) = c
+        .rest(
+            Method::POST,
+            "tck",
+            &base,
+            Some(json!({"url": "http://169.254.169.254/latest"})),
+        )
+        .await;
+    assert_aip193(status, &b, 400, "INVALID_ARGUMENT", "INVALID_PARAMS");
+    let (status, b) = c
+        .rest(
+            Method::GET,
+            "tck",
+            "/tasks/no-such-task/pushNotificationConfigs",
+            None,
+        )
+        .await;
+    assert_aip193(status, &b, 404, "NOT_FOUND", "TASK_NOT_FOUND");
 }
 
 // ------------------------------------------------------------- extendedAgentCard
@@ -1088,7 +1100,7 @@ fn assert_card(card: &Value, agent: &str, host: &str) {
         );
     }
     assert!(card["capabilities"].is_object(), "{card}");
-    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
     assert_eq!(card["capabilities"]["streaming"], true);
     for skill in card["skills"].as_array().unwrap() {
         for f in ["id", "name", "description"] {

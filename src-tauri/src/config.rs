@@ -38,6 +38,15 @@ pub struct Config {
     /// Remote agents Countersign talks to as a client.
     #[serde(default)]
     pub peers: Vec<PeerConfig>,
+    /// Outbound deliveries: push notifications, chain hops, decisions.
+    #[serde(default)]
+    pub dispatch: DispatchConfig,
+    /// Which private or loopback hosts outbound URLs may reach.
+    #[serde(default)]
+    pub outbound: crate::dispatch::ssrf::OutboundConfig,
+    /// Chain rules: when a task reaches a state, push it or send it on.
+    #[serde(default)]
+    pub chains: Vec<crate::dispatch::chains::ChainRule>,
     #[serde(default)]
     pub ui: UiConfig,
 }
@@ -48,6 +57,34 @@ pub struct Config {
 pub struct UiConfig {
     /// The built UI (`ui/dist`); found next to the binary when unset.
     pub dir: Option<PathBuf>,
+}
+
+/// How outbound calls are retried and bounded (`[dispatch]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatchConfig {
+    /// Attempts before a delivery is given up and dead-lettered.
+    pub max_attempts: i64,
+    /// The longest wait between two attempts (seconds); waits double from 1 s.
+    pub max_backoff_secs: u64,
+    /// How long one push notification may take (seconds).
+    pub timeout_secs: u64,
+    /// The most hops one chain may have before a hop is refused.
+    pub max_chain_depth: i64,
+    /// Deliveries in flight at once (each to a different webhook or task).
+    pub concurrency: usize,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            max_attempts: 8,
+            max_backoff_secs: 300,
+            timeout_secs: 15,
+            max_chain_depth: 8,
+            concurrency: 16,
+        }
+    }
 }
 
 /// The push-notification webhook receiver (`/webhooks/{subscription}`).
@@ -403,6 +440,9 @@ impl Config {
             webhooks: WebhooksConfig::default(),
             agents: Vec::new(),
             peers: Vec::new(),
+            dispatch: DispatchConfig::default(),
+            outbound: Default::default(),
+            chains: Vec::new(),
             ui: UiConfig::default(),
         })
     }
@@ -558,6 +598,34 @@ impl Config {
                 return Err(err(
                     Some(p.id.span()),
                     format!("peers[{i}]: set `bearer` or `api_key`, not both"),
+                ));
+            }
+        }
+        let d = &cfg.dispatch;
+        if d.max_attempts < 1 || d.timeout_secs == 0 || d.max_chain_depth < 1 || d.concurrency == 0
+        {
+            return Err(err(
+                None,
+                "dispatch: max_attempts, timeout_secs, max_chain_depth and concurrency must be at least 1".into(),
+            ));
+        }
+        if let Err(e) = crate::dispatch::ssrf::OutboundPolicy::new(&cfg.outbound) {
+            return Err(err(None, format!("outbound.allow: {e}")));
+        }
+        let mut rule_ids = HashSet::new();
+        for (i, rule) in cfg.chains.iter_mut().enumerate() {
+            rule.source = "config".into();
+            // A stable id, so hops keep naming the rule across restarts.
+            if rule.id.trim().is_empty() {
+                rule.id = format!("chain-{}", i + 1);
+            }
+            // Peers added at run time are checked when the server starts.
+            rule.check(|a| seen.contains(a), |_| true)
+                .map_err(|m| err(None, format!("chains[{i}]: {m}")))?;
+            if rule.id.is_empty() || !rule_ids.insert(rule.id.clone()) {
+                return Err(err(
+                    None,
+                    format!("chains[{i}].id: `{}` is used by two rules", rule.id),
                 ));
             }
         }

@@ -7,6 +7,7 @@ pub mod a2a;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod dispatch;
 pub mod engine;
 pub mod render;
 pub mod server;

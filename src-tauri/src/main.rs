@@ -42,8 +42,130 @@ enum Command {
     Send(SendArgs),
     /// Create a webhook URL and token for another tool's push config for a peer.
     Subscribe(SubscribeArgs),
-    /// List the calls owed to peers (decisions delivered, pending or failed).
+    /// List outbound deliveries (decisions to peers, push notifications,
+    /// chain hops): delivered, pending or failed; `retry ID` a failed one.
     Deliveries(DeliveriesArgs),
+    /// Chain rules: when a task reaches a state, push it to a URL or send it
+    /// to a peer as a new task.
+    Chains(ChainsArgs),
+}
+
+#[derive(clap::Args)]
+struct ChainsArgs {
+    #[command(subcommand)]
+    command: ChainsCommand,
+}
+
+#[derive(Subcommand)]
+enum ChainsCommand {
+    /// List the chain rules.
+    List(JsonArgs),
+    /// Add a chain rule.
+    Add(Box<ChainsAddArgs>),
+    /// Remove a chain rule (rules from the config file are changed there).
+    Remove(IdArgs),
+    /// The newest hops: which rule fired for which task, and how it went.
+    Hops(JsonArgs),
+    /// Send a gated hop on.
+    Release(IdArgs),
+    /// Drop a gated hop.
+    Drop(IdArgs),
+}
+
+#[derive(clap::Args)]
+struct JsonArgs {
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+struct IdArgs {
+    id: String,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["on_agent", "on_peer"])))]
+#[command(group(clap::ArgGroup::new("then").required(true).args(["push", "send"])))]
+struct ChainsAddArgs {
+    /// Fire for tasks of this served agent.
+    #[arg(long, value_name = "AGENT")]
+    on_agent: Option<String>,
+    /// Fire for watched tasks of this peer.
+    #[arg(long, value_name = "PEER")]
+    on_peer: Option<String>,
+    /// A state that fires the rule (repeatable; default: completed).
+    #[arg(long = "state", value_name = "STATE")]
+    states: Vec<String>,
+    /// Only tasks whose metadata names this skill.
+    #[arg(long, value_name = "SKILL")]
+    skill: Option<String>,
+    /// POST the task to this URL as a push notification.
+    #[arg(long, value_name = "URL")]
+    push: Option<String>,
+    /// With --push: the Authorization scheme (default Bearer).
+    #[arg(long, value_name = "SCHEME", requires = "credentials")]
+    auth_scheme: Option<String>,
+    /// With --push: the Authorization credentials.
+    #[arg(long, value_name = "CREDENTIALS", requires = "push")]
+    credentials: Option<String>,
+    /// With --push: the notification token header's value.
+    #[arg(long, value_name = "TOKEN", requires = "push")]
+    token: Option<String>,
+    /// Send the task to this peer as a new task.
+    #[arg(long, value_name = "PEER")]
+    send: Option<String>,
+    /// With --send: the message text; {{task.id}}, {{artifacts.text}}, … are filled in.
+    #[arg(long, value_name = "TEXT", requires = "send")]
+    template: Option<String>,
+    /// With --send: join the task's context instead of starting a new one.
+    #[arg(long, requires = "send")]
+    same_context: bool,
+    /// With --send: do not pass the task's artifacts on.
+    #[arg(long, requires = "send")]
+    no_artifacts: bool,
+    /// Park each hop for you before it is sent.
+    #[arg(long)]
+    gate: bool,
+    /// The rule id (default: from the trigger and target).
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+    #[command(flatten)]
+    instance: InstanceArgs,
+}
+
+impl ChainsAddArgs {
+    /// The rule as the UI API takes it.
+    fn rule(&self) -> serde_json::Value {
+        let action = match (&self.push, &self.send) {
+            (Some(url), _) => serde_json::json!({
+                "kind": "push", "url": url, "authScheme": self.auth_scheme,
+                "credentials": self.credentials, "token": self.token,
+            }),
+            (_, Some(peer)) => {
+                let mut a = serde_json::json!({
+                    "kind": "send", "peer": peer,
+                    "context": if self.same_context { "same" } else { "new" },
+                    "artifacts": !self.no_artifacts,
+                });
+                if let Some(t) = &self.template {
+                    a["template"] = t.clone().into();
+                }
+                a
+            }
+            _ => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "id": self.id.clone().unwrap_or_default(),
+            "gate": self.gate,
+            "trigger": {"agent": self.on_agent, "peer": self.on_peer, "states": self.states, "skill": self.skill},
+            "action": action,
+        })
+    }
 }
 
 /// Which running instance a client command talks to.
@@ -209,6 +331,8 @@ struct SubscribeArgs {
 
 #[derive(clap::Args)]
 struct DeliveriesArgs {
+    #[command(subcommand)]
+    command: Option<DeliveriesCommand>,
     /// Only the deliveries that failed for good.
     #[arg(long)]
     failed: bool,
@@ -217,6 +341,12 @@ struct DeliveriesArgs {
     json: bool,
     #[command(flatten)]
     instance: InstanceArgs,
+}
+
+#[derive(Subcommand)]
+enum DeliveriesCommand {
+    /// Try a failed delivery again (its attempts start over).
+    Retry(IdArgs),
 }
 
 #[derive(clap::Args, Default)]
@@ -289,10 +419,16 @@ fn main() -> ExitCode {
             });
         }
         Some(Command::Deliveries(a)) => {
+            if let Some(DeliveriesCommand::Retry(r)) = a.command {
+                return run_client(r.instance, async move |dir| {
+                    cli::deliveries_retry(&dir, &r.id).await
+                });
+            }
             return run_client(a.instance, async move |dir| {
                 cli::deliveries(&dir, a.failed, a.json).await
             });
         }
+        Some(Command::Chains(c)) => return run_chains(c.command),
         None => {
             eprintln!(
                 "countersign: this build has no desktop window yet; starting the server as `countersign serve` would."
@@ -369,6 +505,32 @@ fn run_peers(command: PeersCommand) -> ExitCode {
         }),
         PeersCommand::Remove(a) => run_client(a.instance, async move |dir| {
             cli::peers_remove(&dir, &a.id).await
+        }),
+    }
+}
+
+fn run_chains(command: ChainsCommand) -> ExitCode {
+    match command {
+        ChainsCommand::List(a) => run_client(a.instance, async move |dir| {
+            cli::chains_list(&dir, a.json).await
+        }),
+        ChainsCommand::Add(a) => {
+            let rule = a.rule();
+            run_client(a.instance, async move |dir| {
+                cli::chains_add(&dir, rule).await
+            })
+        }
+        ChainsCommand::Remove(a) => run_client(a.instance, async move |dir| {
+            cli::chains_remove(&dir, &a.id).await
+        }),
+        ChainsCommand::Hops(a) => run_client(a.instance, async move |dir| {
+            cli::chains_hops(&dir, a.json).await
+        }),
+        ChainsCommand::Release(a) => run_client(a.instance, async move |dir| {
+            cli::chains_gate(&dir, &a.id, true).await
+        }),
+        ChainsCommand::Drop(a) => run_client(a.instance, async move |dir| {
+            cli::chains_gate(&dir, &a.id, false).await
         }),
     }
 }

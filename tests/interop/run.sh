@@ -70,6 +70,15 @@ else
     echo "# (the decision flows need the server's data dir: skipped with BASE_URL)"
 fi
 
+# Push notifications: the SDK sets push configs (inline in the send, and with
+# its create/set call), push_flow.py's webhook receives every task event.
+run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop
+run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --transport http_json
+run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3
+run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop
+run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3 --transport http_json
+run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop --transport http_json
+
 echo
 echo "# interop: $failed client run(s) failed"
 exit "$failed"

@@ -439,17 +439,23 @@ pub fn decode_event(v: &Value) -> Result<StreamResponse, Error> {
 /// path; a config inside a send body has none yet (as in the JSON-RPC binding).
 fn decode_push_body(v: &Value, task_id: Option<&str>) -> Result<TaskPushNotificationConfig, Error> {
     let c = obj(v, "pushNotificationConfig")?;
+    // An empty `authentication` (what proto-JSON writers send for an unset
+    // message) means none; credentials without a scheme are a bearer token.
     let authentication = match opt_obj(c, "authentication", "pushNotificationConfig")? {
         None => None,
-        Some(a) => Some(AuthenticationInfo {
-            scheme: strings(&a, "schemes", "pushNotificationConfig.authentication")?
+        Some(a) => {
+            let scheme = strings(&a, "schemes", "pushNotificationConfig.authentication")?
                 .into_iter()
-                .next()
-                .ok_or_else(|| {
-                    invalid("pushNotificationConfig.authentication.schemes needs a scheme")
-                })?,
-            credentials: opt_str(&a, "credentials", "pushNotificationConfig.authentication")?,
-        }),
+                .find(|s| !s.trim().is_empty());
+            let credentials = opt_str(&a, "credentials", "pushNotificationConfig.authentication")?;
+            match (scheme, credentials) {
+                (None, None) => None,
+                (scheme, credentials) => Some(AuthenticationInfo {
+                    scheme: scheme.unwrap_or_else(|| "Bearer".into()),
+                    credentials,
+                }),
+            }
+        }
     };
     Ok(TaskPushNotificationConfig {
         tenant: None,
@@ -498,11 +504,20 @@ pub fn decode_send(v: &Value) -> Result<SendMessageRequest, Error> {
     })
 }
 
-/// Decodes the body of `POST /v1/tasks/{id}/pushNotificationConfigs`: a
-/// `TaskPushNotificationConfig` (`{name, pushNotificationConfig}`), or just
-/// the inner `PushNotificationConfig`.
+/// Decodes the body of `POST /v1/tasks/{id}/pushNotificationConfigs`: the
+/// proto's `CreateTaskPushNotificationConfigRequest` (`{parent, configId,
+/// config: {name, pushNotificationConfig}}`, what the official SDKs send),
+/// a bare `TaskPushNotificationConfig`, or just the inner
+/// `PushNotificationConfig`.
 pub fn decode_push_config(v: &Value, task_id: &str) -> Result<TaskPushNotificationConfig, Error> {
     let m = obj(v, "body")?;
+    if let Some(config) = get(m, "config").filter(|c| c.is_object()) {
+        let mut decoded = decode_push_config(config, task_id)?;
+        if decoded.id.is_none() {
+            decoded.id = opt_str(m, "configId", "body")?;
+        }
+        return Ok(decoded);
+    }
     match get(m, "pushNotificationConfig") {
         Some(inner) => decode_push_body(inner, Some(task_id)),
         None => decode_push_body(v, Some(task_id)),
@@ -667,5 +682,26 @@ mod tests {
         assert_eq!(decode_event(&wire).unwrap(), ev);
         let ev = StreamResponse::Task(t);
         assert_eq!(decode_event(&encode_event(&ev, false)).unwrap(), ev);
+    }
+
+    #[test]
+    fn push_config_bodies_are_read_in_every_shape_sdks_send() {
+        let inner = json!({"url": "https://h.example/x", "token": "t"});
+        for body in [
+            json!({"parent": "tasks/t1", "config": {"name": "tasks/t1/pushNotificationConfigs/c", "pushNotificationConfig": inner}}),
+            json!({"parent": "tasks/t1", "config": {"push_notification_config": inner}}),
+            json!({"pushNotificationConfig": inner}),
+            inner.clone(),
+        ] {
+            let c = decode_push_config(&body, "t1").unwrap();
+            assert_eq!(c.url, "https://h.example/x", "{body}");
+            assert_eq!(c.token.as_deref(), Some("t"));
+            assert_eq!(c.task_id.as_deref(), Some("t1"));
+        }
+        let with_id = json!({"configId": "c9", "config": {"pushNotificationConfig": inner}});
+        assert_eq!(
+            decode_push_config(&with_id, "t1").unwrap().id.as_deref(),
+            Some("c9")
+        );
     }
 }

@@ -92,6 +92,9 @@ impl Api {
             .await
             .map_err(|e| self.transport_error(e))?;
         let status = resp.status();
+        if status == reqwest::StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
         let text = resp.text().await.map_err(|e| self.transport_error(e))?;
         let body: Option<Value> = serde_json::from_str(&text).ok();
         if status.is_success() {

@@ -97,6 +97,9 @@ pub struct OutboxView {
     pub kind: String,
     #[serde(default)]
     pub peer_id: Option<String>,
+    /// The decision, task or hop it is about.
+    #[serde(default)]
+    pub ref_id: String,
     pub attempts: i64,
     pub status: String,
     #[serde(default)]
@@ -145,7 +148,7 @@ fn clean(s: &str, multiline: bool) -> String {
 }
 
 /// The first line of `s`, at most `max` characters.
-fn first_line(s: &str, max: usize) -> String {
+pub fn first_line(s: &str, max: usize) -> String {
     let line = clean(s.lines().next().unwrap_or(""), false);
     if line.chars().count() <= max {
         return line;
@@ -318,7 +321,7 @@ pub fn deliveries(items: &[OutboxView], failed_only: bool, now: i64) -> String {
             vec![
                 o.id.clone(),
                 o.kind.clone(),
-                o.peer_id.clone().unwrap_or_else(|| "-".into()),
+                o.peer_id.clone().unwrap_or_else(|| o.ref_id.clone()),
                 o.status.clone(),
                 o.attempts.to_string(),
                 age(now, o.created_ms),
@@ -333,7 +336,7 @@ pub fn deliveries(items: &[OutboxView], failed_only: bool, now: i64) -> String {
         &[
             "ID",
             "KIND",
-            "PEER",
+            "FOR",
             "STATUS",
             "ATTEMPTS",
             "AGE",

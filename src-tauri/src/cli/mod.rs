@@ -1,13 +1,18 @@
 //! The CLI commands that talk to a running instance through its UI API:
 //! list parked and recent tasks, show one, approve, reply, reject, and read
 //! the history; add, list and remove peers, start and watch tasks on them,
-//! create webhook subscriptions and read the outbox. Each command is a thin
+//! create webhook subscriptions, read the outbox and retry its dead
+//! letters; list, add and remove chain rules and answer gated hops. Each command is a thin
 //! client call: the instance decides, the CLI only asks and prints.
 
+mod chains;
 mod client;
 mod human;
 mod peers;
 
+pub use chains::{
+    chains_add, chains_gate, chains_hops, chains_list, chains_remove, deliveries_retry,
+};
 pub use peers::{PeerAuth, deliveries, peers_add, peers_list, peers_remove, send, subscribe};
 
 use std::path::{Path, PathBuf};

@@ -337,12 +337,11 @@ impl Engine {
             .await
             .map_err(|e| e.to_string())?
         {
-            let item = crate::store::peers::OutboxItem {
-                id: d.id.clone(),
-                kind: "decision".into(),
-                ref_id: d.id.clone(),
-                peer_id: Some(peer_id),
-                body: json!({
+            let mut item = crate::store::peers::OutboxItem::due_now(
+                d.id.clone(),
+                "decision",
+                d.id.clone(),
+                json!({
                     "kind": d.kind,
                     "taskId": d.task_id,
                     "remoteTaskId": remote_id,
@@ -352,13 +351,9 @@ impl Engine {
                     "messageId": format!("decision-{}", d.id),
                     "parts": decision_parts(d),
                 }),
-                attempts: 0,
-                next_ms: now_ms(),
-                status: "pending".into(),
-                last_error: None,
-                created_ms: now_ms(),
-                done_ms: None,
-            };
+                now_ms(),
+            );
+            item.peer_id = Some(peer_id);
             self.inner
                 .store
                 .write(move |conn| crate::store::peers::enqueue(conn, &item))

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod decide;
+pub mod dispatch;
 pub mod events;
 pub mod lifecycle;
 pub mod peers;
@@ -30,6 +31,7 @@ use crate::a2a::types::{
 use crate::a2a::v0_3::Dialect;
 use crate::clock::now_ms;
 use crate::config::{AgentConfig, Limits};
+use crate::dispatch::ssrf::Refused;
 use crate::store::{self, ListFilter, NewTask, Store, TaskHead, tasks};
 use backend::{Backend, Plan, Step};
 pub use events::{Bus, Event, Subscription};
@@ -75,6 +77,7 @@ struct Inner {
     client: std::sync::OnceLock<crate::a2a::client::A2aClient>,
     /// Where peers reach our `/webhooks/` (known once the server is bound).
     webhook_base: std::sync::OnceLock<String>,
+    dispatch: std::sync::OnceLock<dispatch::Dispatch>,
     agents: Vec<Arc<Agent>>,
     limits: Limits,
 }
@@ -84,6 +87,22 @@ impl From<store::Error> for Error {
         tracing::error!("storage failure: {e}");
         Error::Internal("storage failure; see the server log".into())
     }
+}
+
+/// Records an event and what it owes (push notifications, chain hops), in
+/// the caller's transaction; `entered` is the state the event moved the task
+/// into, if it changed. Every event is recorded through here.
+fn log_event(
+    conn: &rusqlite::Connection,
+    task_id: &str,
+    ev: &StreamResponse,
+    entered: Option<TaskState>,
+    max_depth: i64,
+    now: i64,
+) -> Result<i64, store::Error> {
+    let seq = tasks::append_event(conn, task_id, ev, now)?;
+    store::dispatch::fan_out(conn, task_id, seq, ev, entered, max_depth, now)?;
+    Ok(seq)
 }
 
 fn new_id() -> String {
@@ -109,6 +128,7 @@ impl Engine {
                 outbox_ready: tokio::sync::Notify::new(),
                 client: std::sync::OnceLock::new(),
                 webhook_base: std::sync::OnceLock::new(),
+                dispatch: std::sync::OnceLock::new(),
                 agents,
                 limits,
             }),
@@ -216,13 +236,18 @@ impl Engine {
         self.check_message(agent, &msg)?;
         // Checked before anything is stored, not when the answer is built.
         history_arg(req.configuration.as_ref().and_then(|c| c.history_length))?;
-        if req
+        // A push config set with the message is checked now (the caller
+        // hears of a refused URL at once) and stored with the task.
+        let inline_push = match req
             .configuration
             .as_ref()
-            .is_some_and(|c| c.task_push_notification_config.is_some())
+            .and_then(|c| c.task_push_notification_config.clone())
         {
-            return Err(Error::PushNotificationNotSupported);
-        }
+            Some(cfg) => Some(self.check_push_config(cfg).await?),
+            None => None,
+        };
+        let push_dialect = dialect_name(dialect);
+        let max_depth = self.max_chain_depth();
         // A pre-0.3 client picks the id of a new task itself: an unknown id
         // creates the task, a known one continues it.
         let mut chosen_id = None;
@@ -309,6 +334,11 @@ impl Engine {
                     }
                     msg.context_id = Some(h.context_id.clone());
                     tasks::append_message(conn, &tid, &msg)?;
+                    if let Some(mut cfg) = inline_push {
+                        cfg.task_id = Some(tid.clone());
+                        cfg.id.get_or_insert_with(|| tid.clone());
+                        tasks::put_push_config(conn, &cfg, push_dialect, now_ms())?;
+                    }
                     Ok(Ok(true))
                 })
                 .await??;
@@ -358,7 +388,20 @@ impl Engine {
                 .write(move |conn| {
                     tasks::insert_task(conn, &new)?;
                     tasks::append_message(conn, &new.id, &msg)?;
-                    tasks::append_event(conn, &new.id, &StreamResponse::Task(task), now)
+                    // Stored before the first event, which it is owed too.
+                    if let Some(mut cfg) = inline_push {
+                        cfg.task_id = Some(new.id.clone());
+                        cfg.id.get_or_insert_with(|| new.id.clone());
+                        tasks::put_push_config(conn, &cfg, push_dialect, now)?;
+                    }
+                    log_event(
+                        conn,
+                        &new.id,
+                        &StreamResponse::Task(task),
+                        None,
+                        max_depth,
+                        now,
+                    )
                 })
                 .await?;
             let rx = self.inner.bus.subscribe_task(&id);
@@ -445,6 +488,7 @@ impl Engine {
         when: impl FnOnce(TaskState) -> bool + Send + 'static,
     ) -> Result<Option<Arc<Event>>, Error> {
         let engine = self.clone();
+        let max_depth = self.max_chain_depth();
         let tid = task_id.to_owned();
         let outcome = self
             .inner
@@ -526,7 +570,8 @@ impl Engine {
                         }
                         Step::Delay(_) => return Ok(Ok(None)),
                     };
-                    let seq = tasks::append_event(conn, &tid, &body, now)?;
+                    let entered = (state != h.state).then_some(state);
+                    let seq = log_event(conn, &tid, &body, entered, max_depth, now)?;
                     Ok(Ok(Some(Event {
                         task_id: tid,
                         agent_id: h.agent_id,
@@ -744,18 +789,63 @@ impl Engine {
     }
 
     /// CreateTaskPushNotificationConfig: checks and stores the config.
+    /// CreateTaskPushNotificationConfig: checks and stores the config;
+    /// `dialect` (the request's) is the shape its notifications will take.
     pub async fn create_push_config(
         &self,
         agent: &Agent,
         owner: &str,
-        mut cfg: TaskPushNotificationConfig,
+        cfg: TaskPushNotificationConfig,
+        dialect: Dialect,
     ) -> Result<TaskPushNotificationConfig, Error> {
         let task_id = cfg
             .task_id
             .clone()
             .filter(|t| !t.is_empty())
             .ok_or_else(|| Error::InvalidParams("taskId is required".into()))?;
-        check_push_url(&cfg.url)?;
+        self.owned_head(agent, owner, &task_id).await?;
+        let mut cfg = self.check_push_config(cfg).await?;
+        // A fresh id, so a second unnamed config never replaces the first
+        // (a 0.3 get by task id still finds a task's only config: see ops).
+        if cfg.id.is_none() {
+            cfg.id = Some(new_id());
+        }
+        let stored = cfg.clone();
+        self.inner
+            .store
+            .write(move |conn| {
+                tasks::put_push_config(conn, &stored, dialect_name(dialect), now_ms())
+            })
+            .await?;
+        Ok(cfg)
+    }
+
+    /// A caller's push config as it may be stored: an http(s) URL the
+    /// outbound policy lets us reach (resolved now, and again at each
+    /// delivery), and a scheme when authentication is given.
+    async fn check_push_config(
+        &self,
+        mut cfg: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, Error> {
+        match self.dispatch().policy.check_url(&cfg.url).await {
+            Ok(_) => {}
+            // A name that does not resolve now may later (DNS down, a name
+            // not yet published); each delivery checks it again as it
+            // resolves. Names under `.invalid` never will.
+            Err(Refused::Unresolvable { host, .. })
+                if !host
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase()
+                    .ends_with(".invalid") =>
+            {
+                tracing::debug!(%host, "push config for a name that does not resolve yet");
+            }
+            Err(r) => {
+                return Err(Error::InvalidParams(format!(
+                    "push notification config: {r}"
+                )));
+            }
+        }
         if let Some(a) = &cfg.authentication
             && a.scheme.trim().is_empty()
         {
@@ -763,15 +853,7 @@ impl Engine {
                 "authentication.scheme must not be empty".into(),
             ));
         }
-        self.owned_head(agent, owner, &task_id).await?;
-        if cfg.id.as_deref().is_none_or(str::is_empty) {
-            cfg.id = Some(new_id());
-        }
-        let stored = cfg.clone();
-        self.inner
-            .store
-            .write(move |conn| tasks::put_push_config(conn, &stored, now_ms()))
-            .await?;
+        cfg.id = cfg.id.filter(|i| !i.is_empty());
         Ok(cfg)
     }
 
@@ -896,18 +978,6 @@ fn accepts(modes: &[String], media: &str) -> bool {
             || m.strip_suffix("/*")
                 .is_some_and(|prefix| media.split('/').next() == Some(prefix))
     })
-}
-
-/// A webhook URL must be absolute http(s) with a host.
-fn check_push_url(u: &str) -> Result<(), Error> {
-    let parsed = url::Url::parse(u)
-        .map_err(|e| Error::InvalidParams(format!("url `{u}` is not a valid URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(Error::InvalidParams(format!(
-            "url `{u}` must be an http or https URL with a host"
-        )));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,10 +16,6 @@ use crate::a2a::types::{
 use crate::clock::now_ms;
 use crate::config::{PeerConfig, RejectWith};
 use crate::store::peers::{self as p, OutboxItem, PeerAuthRecord, PeerRecord, Subscription};
-use crate::store::queue as q;
-
-/// Attempts before an outbox call is given up (dead-lettered).
-const MAX_ATTEMPTS: i64 = 8;
 
 /// Why a peer operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -293,30 +289,79 @@ impl Engine {
         Ok(Some(sub.id))
     }
 
+    /// Sends a message whose configuration may carry our webhook (`sub_id`
+    /// set). A peer may refuse the webhook (its own outbound policy keeps it
+    /// from reaching us, say): then the message goes again without it,
+    /// `sub_id` is cleared, and the task is watched by the sweep alone.
+    pub(super) async fn send_watched(
+        &self,
+        peer_id: &str,
+        card: &PeerCard,
+        auth: &PeerAuth,
+        mut req: SendMessageRequest,
+        sub_id: &mut Option<String>,
+    ) -> Result<SendMessageResponse, PeerError> {
+        let sent = self
+            .client()?
+            .send_message(&card.chosen, auth, req.clone())
+            .await;
+        let refused_webhook = |e: &ClientError| {
+            matches!(
+                e.a2a_error(),
+                Some(
+                    crate::a2a::Error::InvalidParams(_)
+                        | crate::a2a::Error::PushNotificationNotSupported
+                )
+            )
+        };
+        match sent {
+            Err(e) if sub_id.is_some() && refused_webhook(&e) => {
+                tracing::warn!(peer = %peer_id, "the peer refused our webhook ({e}); watching its task by polling");
+                if let Some(c) = req.configuration.as_mut() {
+                    c.task_push_notification_config = None;
+                }
+                *sub_id = None;
+                Ok(self.client()?.send_message(&card.chosen, auth, req).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
     /// Starts a task on a peer with `parts`, and watches it (by push when
     /// the peer offers it; the sweep in any case). Returns our mirror.
     pub async fn send_to_peer(&self, peer_id: &str, parts: Vec<Part>) -> Result<Task, PeerError> {
+        self.start_on_peer(peer_id, Message::user(new_id(), parts), None)
+            .await
+    }
+
+    /// Starts a task on a peer with `message` and watches it; a chain hop
+    /// that starts it is linked to our mirror in the transaction that
+    /// creates the mirror. Returns our mirror.
+    pub(super) async fn start_on_peer(
+        &self,
+        peer_id: &str,
+        message: Message,
+        hop: Option<String>,
+    ) -> Result<Task, PeerError> {
         let (rec, card) = self.peer_card(peer_id, false).await?;
         let auth = auth_of(&rec.auth);
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
         };
-        let sub_id = self
+        let mut sub_id = self
             .watch_by_push(peer_id, &card, &mut configuration)
             .await?;
-        let message = Message::user(new_id(), parts);
         let req = SendMessageRequest {
             tenant: None,
             message,
             configuration: Some(configuration),
             metadata: None,
         };
-        let task = match self
-            .client()?
-            .send_message(&card.chosen, &auth, req)
-            .await?
-        {
+        let sent = self
+            .send_watched(peer_id, &card, &auth, req, &mut sub_id)
+            .await;
+        let task = match sent? {
             SendMessageResponse::Task(t) => t,
             SendMessageResponse::Message(m) => {
                 return Err(PeerError::Invalid(format!(
@@ -325,7 +370,9 @@ impl Engine {
                 )));
             }
         };
-        let id = self.mirror(peer_id, sub_id.as_deref(), task).await?;
+        let id = self
+            .mirror_linked(peer_id, sub_id.as_deref(), task, hop)
+            .await?;
         self.task_detail(&id)
             .await
             .map(|d| d.task)
@@ -367,84 +414,8 @@ impl Engine {
         n
     }
 
-    /// Delivers due outbox calls until none is due, then waits for the next
-    /// (or for a new one to be queued). Runs for the life of the server.
-    pub async fn run_outbox(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        loop {
-            let due = self
-                .inner
-                .store
-                .read(|conn| p::due(conn, now_ms(), 32))
-                .await
-                .unwrap_or_default();
-            for item in due {
-                self.attempt(item).await;
-            }
-            let next = self.inner.store.read(p::next_due).await.ok().flatten();
-            let wait = match next {
-                Some(ms) => Duration::from_millis((ms - now_ms()).clamp(10, 60_000) as u64),
-                None => Duration::from_secs(60),
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.inner.outbox_ready.notified() => {}
-                _ = shutdown.changed() => return,
-            }
-        }
-    }
-
-    async fn attempt(&self, item: OutboxItem) {
-        let result = self.deliver_to_peer(&item).await;
-        let now = now_ms();
-        let (status, error, next) = match &result {
-            Ok(()) => ("delivered", None, now),
-            Err(e) if item.attempts + 1 >= MAX_ATTEMPTS || !e.is_transient() => {
-                ("failed", Some(e.to_string()), now)
-            }
-            Err(e) => {
-                // Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most 5 min.
-                let base = 1000i64
-                    .saturating_mul(1 << item.attempts.min(20))
-                    .min(300_000);
-                let jitter = (uuid::Uuid::new_v4().as_u128() % 1000) as i64;
-                (
-                    "pending",
-                    Some(e.to_string()),
-                    now + base / 2 + base * jitter / 1000,
-                )
-            }
-        };
-        let (id, err) = (item.id.clone(), error.clone());
-        let decision = (item.kind == "decision").then(|| item.ref_id.clone());
-        let stored = self
-            .inner
-            .store
-            .write(move |conn| {
-                p::record_attempt(conn, &id, status, err.as_deref(), next, now)?;
-                if let Some(d) = decision
-                    && status != "pending"
-                {
-                    q::set_delivery(conn, &d, status, err.as_deref(), now)?;
-                }
-                Ok(())
-            })
-            .await;
-        if let Err(e) = stored {
-            tracing::error!(item = %item.id, "cannot record an outbox attempt: {e}");
-        }
-        match (status, &result) {
-            ("failed", Err(e)) => {
-                tracing::warn!(item = %item.id, "gave up delivering to peer: {e}")
-            }
-            ("pending", Err(e)) => {
-                tracing::info!(item = %item.id, "delivery to peer failed, will retry: {e}")
-            }
-            _ => {}
-        }
-    }
-
     /// Sends one outbox call to its peer, then mirrors what the peer answers.
-    async fn deliver_to_peer(&self, item: &OutboxItem) -> Result<(), PeerError> {
+    pub(super) async fn deliver_to_peer(&self, item: &OutboxItem) -> Result<(), PeerError> {
         let peer_id = item
             .peer_id
             .clone()
@@ -496,14 +467,5 @@ impl Engine {
         };
         self.mirror(&peer_id, None, task).await?;
         Ok(())
-    }
-
-    /// Outbox calls, newest first (`failed_only`: the dead letters).
-    pub async fn outbox(&self, failed_only: bool) -> Result<Vec<OutboxItem>, PeerError> {
-        Ok(self
-            .inner
-            .store
-            .read(move |conn| p::outbox(conn, failed_only, 500))
-            .await?)
     }
 }

@@ -49,6 +49,28 @@ pub struct TaskDetail {
     /// The turn waiting for a decision, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_turn: Option<Turn>,
+    /// Chain links: the task this one was chained from, and the hops it fired.
+    pub chain: ChainLinks,
+}
+
+/// A task's place in chains.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainLinks {
+    pub parent: Option<ChainLink>,
+    pub children: Vec<ChainLink>,
+}
+
+/// One hop seen from a task: the task on its other end (none yet for a
+/// gated, pending, refused or push hop), the rule and how it went.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainLink {
+    pub hop_id: String,
+    pub rule_id: String,
+    pub task_id: Option<String>,
+    pub state: String,
+    pub reason: Option<String>,
 }
 
 /// One decided turn.
@@ -211,11 +233,32 @@ impl Engine {
                 };
                 let turns = q::turns_of_task(conn, &tid)?;
                 let decisions = q::decisions_of_task(conn, &tid)?;
-                Ok(Some((head, task, turns, decisions)))
+                let links = crate::store::dispatch::links(conn, &tid)?;
+                Ok(Some((head, task, turns, decisions, links)))
             })
             .await?;
-        let (head, task, turns, decisions) =
+        let (head, task, turns, decisions, (parent, children)) =
             found.ok_or_else(|| QueryError::NotFound(task_id.to_owned()))?;
+        let link = |h: crate::store::dispatch::Hop, other: Option<String>| ChainLink {
+            hop_id: h.id,
+            rule_id: h.rule_id,
+            task_id: other,
+            state: h.state,
+            reason: h.reason,
+        };
+        let chain = ChainLinks {
+            parent: parent.map(|h| {
+                let p = Some(h.parent_task_id.clone());
+                link(h, p)
+            }),
+            children: children
+                .into_iter()
+                .map(|h| {
+                    let c = h.child_task_id.clone();
+                    link(h, c)
+                })
+                .collect(),
+        };
         let open_turn = turns.iter().find(|t| t.closed_ms.is_none()).cloned();
         Ok(TaskDetail {
             task,
@@ -224,6 +267,7 @@ impl Engine {
             turns,
             decisions,
             open_turn,
+            chain,
         })
     }
 

@@ -107,7 +107,7 @@ impl Engine {
         };
         message.context_id = None;
         message.task_id = link.as_ref().map(|(_, remote_id)| remote_id.clone());
-        let sub_id = match link {
+        let mut sub_id = match link {
             Some(_) => None,
             None => {
                 self.watch_by_push(&upstream, &card, &mut configuration)
@@ -121,8 +121,7 @@ impl Engine {
             metadata: None,
         };
         let remote = match self
-            .client()?
-            .send_message(&card.chosen, &auth, req)
+            .send_watched(&upstream, &card, &auth, req, &mut sub_id)
             .await?
         {
             SendMessageResponse::Task(t) => t,

@@ -26,6 +26,21 @@ impl Engine {
         subscription: Option<&str>,
         remote: Task,
     ) -> Result<String, crate::store::Error> {
+        self.mirror_linked(peer_id, subscription, remote, None)
+            .await
+    }
+
+    /// [`Engine::mirror`], linking a new mirror to the chain hop that
+    /// started it (in the same transaction, so the mirror's first events
+    /// already know their ancestry: loop protection depends on it).
+    pub(super) async fn mirror_linked(
+        &self,
+        peer_id: &str,
+        subscription: Option<&str>,
+        remote: Task,
+        hop: Option<String>,
+    ) -> Result<String, crate::store::Error> {
+        let max_depth = self.max_chain_depth();
         let peer_id = peer_id.to_owned();
         let subscription = subscription.map(str::to_owned);
         let engine = self.clone();
@@ -70,6 +85,9 @@ impl Engine {
                                 subscription.as_deref(),
                                 true,
                             )?;
+                            if let Some(h) = &hop {
+                                crate::store::dispatch::link_child(conn, h, &id)?;
+                            }
                             (
                                 id,
                                 TaskState::Submitted,
@@ -117,7 +135,8 @@ impl Engine {
                         status: status.clone(),
                         metadata: None,
                     });
-                    let seq = tasks::append_event(conn, &id, &body, now)?;
+                    let entered = (old_state != status.state).then_some(status.state);
+                    let seq = super::log_event(conn, &id, &body, entered, max_depth, now)?;
                     let ev = Event {
                         task_id: id.clone(),
                         agent_id,

@@ -14,6 +14,7 @@ pub mod run;
 pub mod sse;
 pub mod ui_api;
 pub mod ui_auth;
+pub mod ui_dispatch;
 pub mod ui_peers;
 pub mod ui_queue;
 pub mod ui_settings;

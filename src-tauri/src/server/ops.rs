@@ -137,13 +137,10 @@ impl StreamItem {
     }
 }
 
-/// Whether push notifications are offered. Delivery of push notifications is
-/// not part of this build yet, so the card says `pushNotifications: false`
-/// and, as the spec requires, the push-config operations answer
-/// PushNotificationNotSupportedError (the engine already stores and checks
-/// configs for when delivery lands).
+/// Whether push notifications are offered: every agent delivers them
+/// (through the durable outbox, see `engine::dispatch`).
 pub fn push_supported(_agent: &Agent) -> bool {
-    false
+    true
 }
 
 /// Runs one operation for `owner` on `agent`; `dialect` is the request's.
@@ -209,16 +206,32 @@ pub async fn execute(
         Op::CreatePushConfig(cfg) => {
             require_push(agent)?;
             Ok(Outcome::PushConfig(
-                engine.create_push_config(agent, owner, cfg).await?,
+                engine
+                    .create_push_config(agent, owner, cfg, dialect)
+                    .await?,
             ))
         }
         Op::GetPushConfig(r) => {
             require_push(agent)?;
-            Ok(Outcome::PushConfig(
-                engine
-                    .get_push_config(agent, owner, &r.task_id, &r.id)
-                    .await?,
-            ))
+            match engine
+                .get_push_config(agent, owner, &r.task_id, &r.id)
+                .await
+            {
+                Ok(c) => Ok(Outcome::PushConfig(c)),
+                // 0.3 servers (the reference SDK among them) answer a get
+                // with the task's config whatever id it names; a 0.3 client
+                // may rely on that when the task has just the one.
+                Err(Error::TaskNotFound(m)) if dialect != Dialect::V1 => {
+                    let all = engine
+                        .list_push_configs(agent, owner, &r.task_id, Some(2), None)
+                        .await?;
+                    match <[_; 1]>::try_from(all.configs) {
+                        Ok([only]) => Ok(Outcome::PushConfig(only)),
+                        Err(_) => Err(Error::TaskNotFound(m)),
+                    }
+                }
+                Err(e) => Err(e),
+            }
         }
         Op::ListPushConfigs(r) => {
             require_push(agent)?;

@@ -40,6 +40,8 @@ pub enum StartError {
     UiSecret(#[from] SecretError),
     #[error("cannot write {0}: {1}")]
     Instance(PathBuf, std::io::Error),
+    #[error("{0}")]
+    Chains(String),
     #[error("server failed: {0}")]
     Serve(std::io::Error),
 }
@@ -61,9 +63,21 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
         Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
         Err(e) => tracing::warn!("recovery after restart failed: {e}"),
     }
+    // Policy and limits for push notifications and chain hops, set before
+    // anything can be delivered.
+    let policy = crate::dispatch::ssrf::OutboundPolicy::new(&opts.config.outbound)
+        .map_err(|e| StartError::Chains(format!("outbound.allow: {e}")))?;
+    engine.configure_dispatch(crate::engine::dispatch::Dispatch::new(
+        opts.config.dispatch.clone(),
+        policy,
+    ));
     if let Err(e) = engine.register_config_peers(&opts.config.peers).await {
         tracing::warn!("cannot register the configured peers: {e}");
     }
+    engine
+        .register_config_chains(&opts.config.chains)
+        .await
+        .map_err(StartError::Chains)?;
     let listener = TcpListener::bind(opts.bind)
         .await
         .map_err(|e| StartError::Bind(opts.bind, e))?;

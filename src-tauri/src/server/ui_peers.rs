@@ -1,11 +1,11 @@
 //! The UI API's peer endpoints: add, list, remove and refresh peers, create
-//! webhook subscriptions, start watched tasks, and show the outbox.
+//! webhook subscriptions and start watched tasks.
 
 use std::collections::BTreeMap;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,7 +28,6 @@ pub fn routes() -> Router<Shared> {
         .route("/peers/{id}/refresh", post(refresh))
         .route("/peers/{id}/subscriptions", post(subscribe))
         .route("/peers/{id}/tasks", post(send))
-        .route("/outbox", get(outbox))
 }
 
 fn peer_error(e: PeerError) -> Response {
@@ -193,18 +192,6 @@ async fn send(State(state): State<Shared>, Path(id): Path<String>, body: Bytes) 
     }
     match state.engine.send_to_peer(&id, parts).await {
         Ok(task) => (StatusCode::CREATED, axum::Json(json!({"task": task}))).into_response(),
-        Err(e) => peer_error(e),
-    }
-}
-
-/// `GET /api/outbox?failed=true`: calls owed to peers, newest first.
-async fn outbox(
-    State(state): State<Shared>,
-    Query(p): Query<BTreeMap<String, String>>,
-) -> Response {
-    let failed = p.get("failed").is_some_and(|v| v == "true" || v == "1");
-    match state.engine.outbox(failed).await {
-        Ok(items) => axum::Json(json!({"items": items})).into_response(),
         Err(e) => peer_error(e),
     }
 }

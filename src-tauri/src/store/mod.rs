@@ -5,6 +5,7 @@
 //! holds the change has committed, so a caller that answers after awaiting it
 //! never acknowledges anything a crash could lose.
 
+pub mod dispatch;
 pub mod peers;
 pub mod queue;
 mod schema;

@@ -207,23 +207,54 @@ pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> 
 #[serde(rename_all = "camelCase")]
 pub struct OutboxItem {
     pub id: String,
-    /// `decision` for now.
+    /// `decision` (to a peer), `push` (a push notification to a caller's
+    /// webhook) or `chain` (a chain hop).
     pub kind: String,
-    /// What it is about (the decision id).
+    /// What it is about (the decision, task or hop id).
     pub ref_id: String,
     pub peer_id: Option<String>,
     pub body: serde_json::Value,
     pub attempts: i64,
     pub next_ms: i64,
-    /// `pending`, `delivered` or `failed`.
+    /// `pending`, `delivered`, `failed` (dead letter) or `canceled` (its
+    /// push config was deleted first).
     pub status: String,
     pub last_error: Option<String>,
     pub created_ms: i64,
     pub done_ms: Option<i64>,
+    /// Items with the same key are delivered one at a time, in the order
+    /// they were queued (a task's notifications to one webhook).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_key: Option<String>,
 }
 
-const OUTBOX_COLUMNS: &str =
-    "id, kind, ref_id, peer_id, body, attempts, next_ms, status, last_error, created_ms, done_ms";
+impl OutboxItem {
+    /// A call due now.
+    pub fn due_now(
+        id: String,
+        kind: &str,
+        ref_id: String,
+        body: serde_json::Value,
+        now_ms: i64,
+    ) -> OutboxItem {
+        OutboxItem {
+            id,
+            kind: kind.into(),
+            ref_id,
+            peer_id: None,
+            body,
+            attempts: 0,
+            next_ms: now_ms,
+            status: "pending".into(),
+            last_error: None,
+            created_ms: now_ms,
+            done_ms: None,
+            order_key: None,
+        }
+    }
+}
+
+const OUTBOX_COLUMNS: &str = "id, kind, ref_id, peer_id, body, attempts, next_ms, status, last_error, created_ms, done_ms, order_key";
 
 fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
     let body: String = r.get(4)?;
@@ -239,23 +270,29 @@ fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
         last_error: r.get(8)?,
         created_ms: r.get(9)?,
         done_ms: r.get(10)?,
+        order_key: r.get(11)?,
     })
 }
 
 /// Queues a call (due now); an item with the same id already queued wins.
 pub fn enqueue(conn: &Connection, item: &OutboxItem) -> Result<()> {
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 'pending', ?6)",
+        "INSERT OR IGNORE INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, created_ms, order_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 'pending', ?6, ?7)",
     )?
-    .execute(params![item.id, item.kind, item.ref_id, item.peer_id, item.body.to_string(), item.created_ms])?;
+    .execute(params![item.id, item.kind, item.ref_id, item.peer_id, item.body.to_string(), item.created_ms, item.order_key])?;
     Ok(())
 }
 
-/// Pending calls due by `now_ms`, oldest first.
+/// Pending calls due by `now_ms`, oldest first; of items sharing an order
+/// key only the first pending one (the others wait for it).
 pub fn due(conn: &Connection, now_ms: i64, limit: usize) -> Result<Vec<OutboxItem>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND next_ms <= ?1 ORDER BY next_ms LIMIT ?2"
+        "SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE status = 'pending' AND next_ms <= ?1
+           AND (order_key IS NULL OR NOT EXISTS (
+               SELECT 1 FROM outbox e WHERE e.order_key = o.order_key AND e.status = 'pending'
+                 AND e.rowid < o.rowid))
+         ORDER BY next_ms, rowid LIMIT ?2"
     ))?;
     let rows = stmt.query_map(params![now_ms, limit as i64], outbox_row)?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -286,10 +323,32 @@ pub fn record_attempt(
     Ok(())
 }
 
+/// Puts a dead letter back in line, due now, with its attempts reset.
+/// Returns false when there is no failed item with that id.
+pub fn retry(conn: &Connection, id: &str, now_ms: i64) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "UPDATE outbox SET status = 'pending', attempts = 0, next_ms = ?2, done_ms = NULL
+             WHERE id = ?1 AND status = 'failed'",
+        )?
+        .execute(params![id, now_ms])?
+        == 1)
+}
+
+/// One outbox item.
+pub fn outbox_item(conn: &Connection, id: &str) -> Result<Option<OutboxItem>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = ?1"
+        ))?
+        .query_row([id], outbox_row)
+        .optional()?)
+}
+
 /// Outbox items, newest first (`failed_only` for the dead letters).
 pub fn outbox(conn: &Connection, failed_only: bool, limit: usize) -> Result<Vec<OutboxItem>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE (?1 = 0 OR status = 'failed') ORDER BY created_ms DESC LIMIT ?2"
+        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE (?1 = 0 OR status = 'failed') ORDER BY created_ms DESC, rowid DESC LIMIT ?2"
     ))?;
     let rows = stmt.query_map(params![failed_only, limit as i64], outbox_row)?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

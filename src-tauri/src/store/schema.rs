@@ -136,6 +136,42 @@ const MIGRATIONS: &[&str] = &[
         done_ms     INTEGER
     );
     CREATE INDEX outbox_due ON outbox(next_ms) WHERE status = 'pending';",
+    // 5: push notifications to callers and chain rules. A push config
+    // remembers the dialect it was set in (its notifications' shape); outbox
+    // items that must arrive in order share an `order_key` (one task and
+    // config) and go out in rowid order; chain rules and their hops (one per
+    // rule, task and state), with the link from a hop to the task it started.
+    "ALTER TABLE push_configs ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';
+    ALTER TABLE outbox ADD COLUMN order_key TEXT;
+    CREATE INDEX outbox_order ON outbox(order_key) WHERE status = 'pending' AND order_key IS NOT NULL;
+    CREATE INDEX outbox_by_time ON outbox(created_ms);
+    CREATE TABLE chain_rules (
+        id          TEXT PRIMARY KEY,
+        source      TEXT NOT NULL,
+        agent_id    TEXT,
+        peer_id     TEXT,
+        body        TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        updated_ms  INTEGER NOT NULL
+    );
+    CREATE INDEX chain_rules_by_agent ON chain_rules(agent_id);
+    CREATE INDEX chain_rules_by_peer ON chain_rules(peer_id);
+    CREATE TABLE chain_hops (
+        id              TEXT PRIMARY KEY,
+        rule_id         TEXT NOT NULL,
+        parent_task_id  TEXT NOT NULL,
+        trigger_state   TEXT NOT NULL,
+        child_task_id   TEXT,
+        depth           INTEGER NOT NULL,
+        state           TEXT NOT NULL,
+        reason          TEXT,
+        created_ms      INTEGER NOT NULL,
+        updated_ms      INTEGER NOT NULL,
+        UNIQUE (rule_id, parent_task_id, trigger_state)
+    );
+    CREATE INDEX chain_hops_by_parent ON chain_hops(parent_task_id);
+    CREATE INDEX chain_hops_by_child ON chain_hops(child_task_id) WHERE child_task_id IS NOT NULL;
+    CREATE INDEX chain_hops_by_time ON chain_hops(created_ms);",
 ];
 
 /// Brings the database up to the newest schema.

@@ -384,18 +384,20 @@ pub fn list(conn: &Connection, f: &ListFilter) -> Result<TaskPage> {
 }
 
 /// Creates or replaces a push config of a task.
+/// `dialect` (`v1`, `v0.3`, `legacy`) is the shape its notifications take.
 pub fn put_push_config(
     conn: &Connection,
     cfg: &TaskPushNotificationConfig,
+    dialect: &str,
     now_ms: i64,
 ) -> Result<()> {
     let task_id = cfg.task_id.clone().unwrap_or_default();
     let id = cfg.id.clone().unwrap_or_default();
     conn.prepare_cached(
-        "INSERT INTO push_configs (task_id, id, body, created_ms) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (task_id, id) DO UPDATE SET body = excluded.body",
+        "INSERT INTO push_configs (task_id, id, body, dialect, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (task_id, id) DO UPDATE SET body = excluded.body, dialect = excluded.dialect",
     )?
-    .execute(params![task_id, id, to_json(cfg)?, now_ms])?;
+    .execute(params![task_id, id, to_json(cfg)?, dialect, now_ms])?;
     Ok(())
 }
 

@@ -1,0 +1,629 @@
+//! The outbox runner and what it delivers: decisions to peers, push
+//! notifications to callers' webhooks, and chain hops (a task pushed to a
+//! URL, or sent to a peer as a new, linked, watched task).
+//!
+//! Guarantee: at least once. An item is marked delivered only after the
+//! receiver answered 2xx, so a crash in between sends it again after the
+//! restart, with the same `A2A-Notification-Id` (push) or the same
+//! `messageId` (chain send, decision) so the receiver can tell.
+//! Items that share an order key (one task's notifications to one webhook)
+//! go out one at a time, in the order they were queued; a failing one holds
+//! the ones behind it until it is delivered or dead-lettered.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::Engine;
+use crate::a2a::types::{Message, Part, StreamResponse, Task, TaskPushNotificationConfig};
+use crate::clock::now_ms;
+use crate::config::DispatchConfig;
+use crate::dispatch::chains::{Action, ChainRule, ContextMode, render_template};
+use crate::dispatch::push::{self, Failure, Target};
+use crate::dispatch::ssrf::OutboundPolicy;
+use crate::store::dispatch as d;
+use crate::store::peers::{self as p, OutboxItem};
+use crate::store::queue as q;
+use crate::store::tasks;
+
+/// How outbound deliveries behave, and the client they use.
+pub struct Dispatch {
+    pub config: DispatchConfig,
+    pub policy: OutboundPolicy,
+    http: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl Dispatch {
+    pub fn new(config: DispatchConfig, policy: OutboundPolicy) -> Dispatch {
+        Dispatch {
+            config,
+            policy,
+            http: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, Failure> {
+        if let Some(c) = self.http.get() {
+            return Ok(c);
+        }
+        let made = self
+            .policy
+            .client(Duration::from_secs(self.config.timeout_secs))
+            .map_err(Failure::transient)?;
+        Ok(self.http.get_or_init(|| made))
+    }
+}
+
+impl Default for Dispatch {
+    fn default() -> Self {
+        Dispatch::new(
+            DispatchConfig::default(),
+            OutboundPolicy::new(&Default::default())
+                .unwrap_or_else(|_| OutboundPolicy::allow_all()),
+        )
+    }
+}
+
+/// Why a chain-rule or hop operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error("no chain rule `{0}`")]
+    UnknownRule(String),
+    #[error("no chain hop `{0}`")]
+    UnknownHop(String),
+    #[error("rule `{0}` comes from the config file; change it there")]
+    FromConfig(String),
+    #[error("a rule with id `{0}` already exists")]
+    Exists(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("storage failure: {0}")]
+    Store(#[from] crate::store::Error),
+}
+
+/// How an item ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Done {
+    Delivered,
+    /// Nothing left to deliver to (its push config was deleted).
+    Canceled,
+}
+
+impl Engine {
+    /// Sets how deliveries behave; the first call wins (at start-up).
+    pub fn configure_dispatch(&self, dispatch: Dispatch) {
+        let _ = self.inner.dispatch.set(dispatch);
+    }
+
+    pub(super) fn dispatch(&self) -> &Dispatch {
+        self.inner.dispatch.get_or_init(Dispatch::default)
+    }
+
+    /// The limit on chain length, for the transactions that fan events out.
+    pub(super) fn max_chain_depth(&self) -> i64 {
+        self.dispatch().config.max_chain_depth
+    }
+
+    /// Delivers due outbox items, several at once (never two with the same
+    /// order key), then waits for the next to fall due, for a new one, or
+    /// for an event that may have queued one. Runs for the life of the server.
+    pub async fn run_outbox(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let mut events = self.inner.bus.subscribe_all();
+        let limit = self.dispatch().config.concurrency;
+        loop {
+            let due = self
+                .inner
+                .store
+                .read(move |conn| p::due(conn, now_ms(), limit * 2))
+                .await
+                .unwrap_or_default();
+            let mut busy = false;
+            for item in due {
+                let key = item.order_key.clone().unwrap_or_else(|| item.id.clone());
+                {
+                    let Ok(mut set) = in_flight.lock() else { break };
+                    if set.len() >= limit || !set.insert(key.clone()) {
+                        busy = true;
+                        continue;
+                    }
+                }
+                busy = true;
+                let (engine, in_flight) = (self.clone(), in_flight.clone());
+                tokio::spawn(async move {
+                    engine.attempt(item).await;
+                    if let Ok(mut set) = in_flight.lock() {
+                        set.remove(&key);
+                    }
+                    engine.inner.outbox_ready.notify_one();
+                });
+            }
+            let wait = if busy {
+                // Woken when an attempt ends.
+                Duration::from_secs(1)
+            } else {
+                match self.inner.store.read(p::next_due).await.ok().flatten() {
+                    Some(ms) => Duration::from_millis((ms - now_ms()).clamp(10, 60_000) as u64),
+                    None => Duration::from_secs(60),
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.inner.outbox_ready.notified() => {}
+                _ = events.recv() => {
+                    // One look at the outbox per burst of events.
+                    while events.try_recv().is_ok() {}
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    async fn attempt(&self, item: OutboxItem) {
+        // The list this item came from may predate the end of its previous
+        // attempt (read, then that attempt committed and left the in-flight
+        // set): go only if it is still pending and untried since.
+        let id = item.id.clone();
+        let current = self
+            .inner
+            .store
+            .read(move |conn| p::outbox_item(conn, &id))
+            .await;
+        match current {
+            Ok(Some(now)) if now.status == "pending" && now.attempts == item.attempts => {}
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(item = %item.id, "cannot re-read an outbox item: {e}");
+                return;
+            }
+        }
+        let result = match item.kind.as_str() {
+            "decision" => self
+                .deliver_to_peer(&item)
+                .await
+                .map(|()| Done::Delivered)
+                .map_err(|e| Failure {
+                    transient: e.is_transient(),
+                    message: e.to_string(),
+                }),
+            "push" => self.deliver_push(&item).await,
+            "chain" => self.deliver_hop(&item).await.map(|()| Done::Delivered),
+            other => Err(Failure::permanent(format!("unknown outbox kind `{other}`"))),
+        };
+        let cfg = &self.dispatch().config;
+        let now = now_ms();
+        let (status, error, next) = match &result {
+            Ok(Done::Delivered) => ("delivered", None, now),
+            Ok(Done::Canceled) => (
+                "canceled",
+                Some("its push notification config was deleted".to_owned()),
+                now,
+            ),
+            Err(f) if item.attempts + 1 >= cfg.max_attempts || !f.transient => {
+                ("failed", Some(f.message.clone()), now)
+            }
+            Err(f) => (
+                "pending",
+                Some(f.message.clone()),
+                now + backoff_ms(item.attempts, cfg.max_backoff_secs),
+            ),
+        };
+        let (id, err, kind, ref_id) = (
+            item.id.clone(),
+            error.clone(),
+            item.kind.clone(),
+            item.ref_id.clone(),
+        );
+        let stored = self
+            .inner
+            .store
+            .write(move |conn| {
+                p::record_attempt(conn, &id, status, err.as_deref(), next, now)?;
+                match (kind.as_str(), status) {
+                    (_, "pending") => {}
+                    ("decision", _) => q::set_delivery(conn, &ref_id, status, err.as_deref(), now)?,
+                    ("chain", "delivered") => d::set_hop(conn, &ref_id, "delivered", None, now)?,
+                    ("chain", _) => d::set_hop(conn, &ref_id, "failed", err.as_deref(), now)?,
+                    _ => {}
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = stored {
+            tracing::error!(item = %item.id, "cannot record an outbox attempt: {e}");
+        }
+        match (status, &error) {
+            ("failed", Some(e)) => {
+                tracing::warn!(item = %item.id, kind = %item.kind, "gave up delivering: {e}")
+            }
+            ("pending", Some(e)) => {
+                tracing::info!(item = %item.id, kind = %item.kind, "delivery failed, will retry: {e}")
+            }
+            _ => {}
+        }
+    }
+
+    /// POSTs one push notification to its config's webhook.
+    async fn deliver_push(&self, item: &OutboxItem) -> Result<Done, Failure> {
+        let b = &item.body;
+        let field = |k: &str| b[k].as_str().unwrap_or_default().to_owned();
+        let (task_id, config_id, dialect) = (field("taskId"), field("configId"), field("dialect"));
+        let payload: StreamResponse = serde_json::from_value(b["payload"].clone())
+            .map_err(|e| Failure::permanent(format!("stored notification is unreadable: {e}")))?;
+        let config: Option<TaskPushNotificationConfig> = self
+            .inner
+            .store
+            .read(move |conn| tasks::get_push_config(conn, &task_id, &config_id))
+            .await
+            .map_err(|e| Failure::transient(e.to_string()))?;
+        let Some(config) = config else {
+            return Ok(Done::Canceled);
+        };
+        let dispatch = self.dispatch();
+        let url = self.outbound_url(&config.url)?;
+        let target = Target {
+            url: &url,
+            authentication: config.authentication.as_ref(),
+            token: config.token.as_deref(),
+            dialect: &dialect,
+        };
+        push::post(
+            dispatch.http()?,
+            &target,
+            &push::body(&dialect, &payload),
+            &item.id,
+            Duration::from_secs(dispatch.config.timeout_secs),
+        )
+        .await
+        .map(|()| Done::Delivered)
+    }
+
+    /// A URL a caller or a rule supplied, checked by the outbound policy
+    /// (names are checked again as they resolve, by the client).
+    fn outbound_url(&self, raw: &str) -> Result<url::Url, Failure> {
+        let url = url::Url::parse(raw)
+            .map_err(|e| Failure::permanent(format!("`{raw}` is not a valid URL: {e}")))?;
+        self.dispatch()
+            .policy
+            .check_literal(&url)
+            .map_err(|r| Failure::permanent(r.to_string()))?;
+        Ok(url)
+    }
+
+    /// Carries out one chain hop.
+    async fn deliver_hop(&self, item: &OutboxItem) -> Result<(), Failure> {
+        let hop_id = item.ref_id.clone();
+        let found = self
+            .inner
+            .store
+            .read(move |conn| {
+                let Some(hop) = d::hop(conn, &hop_id)? else {
+                    return Ok(None);
+                };
+                let rule = d::rule(conn, &hop.rule_id)?;
+                let task = tasks::load(conn, &hop.parent_task_id, None, true)?;
+                Ok(Some((hop, rule, task)))
+            })
+            .await
+            .map_err(|e| Failure::transient(e.to_string()))?;
+        let Some((hop, rule, task)) = found else {
+            return Err(Failure::permanent("the hop is gone"));
+        };
+        if hop.state != "pending" {
+            return Ok(());
+        }
+        let rule = rule.ok_or_else(|| {
+            Failure::permanent(format!(
+                "rule `{}` was removed before the hop ran",
+                hop.rule_id
+            ))
+        })?;
+        let (head, task) = task
+            .ok_or_else(|| Failure::permanent(format!("task `{}` is gone", hop.parent_task_id)))?;
+        match &rule.action {
+            Action::Push {
+                url,
+                auth_scheme,
+                credentials,
+                token,
+            } => {
+                let url = self.outbound_url(url)?;
+                let auth = credentials
+                    .as_ref()
+                    .map(|c| crate::a2a::types::AuthenticationInfo {
+                        scheme: auth_scheme.clone().unwrap_or_else(|| "Bearer".into()),
+                        credentials: Some(c.clone()),
+                    });
+                let target = Target {
+                    url: &url,
+                    authentication: auth.as_ref(),
+                    token: token.as_deref(),
+                    dialect: "v1",
+                };
+                let dispatch = self.dispatch();
+                push::post(
+                    dispatch.http()?,
+                    &target,
+                    &push::body("v1", &StreamResponse::Task(task)),
+                    &item.id,
+                    Duration::from_secs(dispatch.config.timeout_secs),
+                )
+                .await
+            }
+            Action::Send { .. } => {
+                let message = hop_message(&rule, &task, &head.agent_id, &hop.id);
+                let Action::Send { peer, .. } = &rule.action else {
+                    return Ok(());
+                };
+                self.start_on_peer(peer, message, Some(hop.id.clone()))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Failure {
+                        transient: e.is_transient(),
+                        message: e.to_string(),
+                    })
+            }
+        }
+    }
+
+    /// The chain rules, config rules first.
+    pub async fn chain_rules(&self) -> Result<Vec<ChainRule>, crate::store::Error> {
+        self.inner.store.read(d::rules).await
+    }
+
+    /// Makes the config file's rules the stored config rules; a rule that
+    /// names an unknown peer is an error naming it.
+    pub async fn register_config_chains(&self, rules: &[ChainRule]) -> Result<(), String> {
+        let peers: Vec<String> = self
+            .peers()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        for r in rules {
+            let named = [
+                r.trigger.peer.as_deref(),
+                match &r.action {
+                    Action::Send { peer, .. } => Some(peer.as_str()),
+                    Action::Push { .. } => None,
+                },
+            ];
+            for peer in named.into_iter().flatten() {
+                if !peers.iter().any(|p| p == peer) {
+                    return Err(format!(
+                        "chain rule `{}` names peer `{peer}`, which is neither in [[peers]] nor added with `countersign peers add`",
+                        r.id
+                    ));
+                }
+            }
+        }
+        let rules = rules.to_vec();
+        self.inner
+            .store
+            .write(move |conn| d::sync_config_rules(conn, &rules, now_ms()))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Checks a rule against the agents and peers there are.
+    async fn checked_rule(&self, mut rule: ChainRule) -> Result<ChainRule, ChainError> {
+        let peers: Vec<String> = self
+            .peers()
+            .await
+            .map_err(|e| ChainError::Invalid(e.to_string()))?
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        rule.source = "api".into();
+        rule.check(
+            |a| self.agent(a).is_some(),
+            |p| peers.iter().any(|x| x == p),
+        )
+        .map_err(ChainError::Invalid)?;
+        if let Action::Push { url, .. } = &rule.action {
+            self.dispatch()
+                .policy
+                .check_url(url)
+                .await
+                .map_err(|r| ChainError::Invalid(format!("action.url: {r}")))?;
+        }
+        Ok(rule)
+    }
+
+    /// Adds a rule (from the UI or the CLI).
+    pub async fn add_chain_rule(&self, rule: ChainRule) -> Result<ChainRule, ChainError> {
+        let rule = self.checked_rule(rule).await?;
+        let stored = rule.clone();
+        self.inner
+            .store
+            .write(move |conn| {
+                if d::rule(conn, &stored.id)?.is_some() {
+                    return Ok(Err(ChainError::Exists(stored.id.clone())));
+                }
+                d::put_rule(conn, &stored, now_ms())?;
+                Ok(Ok(()))
+            })
+            .await??;
+        Ok(rule)
+    }
+
+    /// Replaces a rule added at run time; config rules are read-only.
+    pub async fn update_chain_rule(
+        &self,
+        id: &str,
+        mut rule: ChainRule,
+    ) -> Result<ChainRule, ChainError> {
+        rule.id = id.to_owned();
+        let rule = self.checked_rule(rule).await?;
+        let stored = rule.clone();
+        self.inner
+            .store
+            .write(move |conn| {
+                match d::rule(conn, &stored.id)? {
+                    None => return Ok(Err(ChainError::UnknownRule(stored.id.clone()))),
+                    Some(r) if r.source == "config" => {
+                        return Ok(Err(ChainError::FromConfig(stored.id.clone())));
+                    }
+                    Some(_) => {}
+                }
+                d::put_rule(conn, &stored, now_ms())?;
+                Ok(Ok(()))
+            })
+            .await??;
+        Ok(rule)
+    }
+
+    /// Removes a rule added at run time; its past hops stay.
+    pub async fn remove_chain_rule(&self, id: &str) -> Result<(), ChainError> {
+        let id = id.to_owned();
+        self.inner
+            .store
+            .write(move |conn| {
+                match d::rule(conn, &id)? {
+                    None => return Ok(Err(ChainError::UnknownRule(id))),
+                    Some(r) if r.source == "config" => return Ok(Err(ChainError::FromConfig(id))),
+                    Some(_) => {}
+                }
+                d::delete_rule(conn, &id)?;
+                Ok(Ok(()))
+            })
+            .await?
+    }
+
+    /// The newest chain hops.
+    pub async fn chain_hops(&self, limit: usize) -> Result<Vec<d::Hop>, crate::store::Error> {
+        self.inner
+            .store
+            .read(move |conn| d::hops(conn, limit.clamp(1, 500)))
+            .await
+    }
+
+    /// The hop that started a task and the hops it fired.
+    pub async fn chain_links(
+        &self,
+        task_id: &str,
+    ) -> Result<(Option<d::Hop>, Vec<d::Hop>), crate::store::Error> {
+        let id = task_id.to_owned();
+        self.inner.store.read(move |conn| d::links(conn, &id)).await
+    }
+
+    /// The person's answer to a gated hop: release it or drop it. Answering
+    /// a hop that is no longer gated changes nothing and returns it as it is.
+    pub async fn answer_gate(&self, hop_id: &str, release: bool) -> Result<d::Hop, ChainError> {
+        let id = hop_id.to_owned();
+        let hop = self
+            .inner
+            .store
+            .write(move |conn| {
+                d::answer_gate(conn, &id, release, now_ms())?;
+                d::hop(conn, &id)
+            })
+            .await?
+            .ok_or_else(|| ChainError::UnknownHop(hop_id.to_owned()))?;
+        if release {
+            self.inner.outbox_ready.notify_one();
+        }
+        Ok(hop)
+    }
+
+    /// Outbox items, newest first (`failed_only`: the dead letters).
+    pub async fn outbox(&self, failed_only: bool) -> Result<Vec<OutboxItem>, crate::store::Error> {
+        self.inner
+            .store
+            .read(move |conn| p::outbox(conn, failed_only, 500))
+            .await
+    }
+
+    /// Puts a dead letter back in line. Returns false when `id` is not a
+    /// failed item.
+    pub async fn retry_delivery(&self, id: &str) -> Result<bool, crate::store::Error> {
+        let id = id.to_owned();
+        let retried = self
+            .inner
+            .store
+            .write(move |conn| {
+                let Some(item) = p::outbox_item(conn, &id)? else {
+                    return Ok(false);
+                };
+                if !p::retry(conn, &id, now_ms())? {
+                    return Ok(false);
+                }
+                match item.kind.as_str() {
+                    "decision" => q::set_delivery(conn, &item.ref_id, "pending", None, now_ms())?,
+                    "chain" => d::set_hop(conn, &item.ref_id, "pending", None, now_ms())?,
+                    _ => {}
+                }
+                Ok(true)
+            })
+            .await?;
+        if retried {
+            self.inner.outbox_ready.notify_one();
+        }
+        Ok(retried)
+    }
+}
+
+/// The message a `send` hop carries: the template's text, then the task's
+/// artifact parts (when the rule passes them on). Its id is derived from
+/// the hop, so a retry is recognisably the same message.
+fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Message {
+    let Action::Send {
+        template,
+        context,
+        artifacts,
+        ..
+    } = &rule.action
+    else {
+        return Message::user(format!("hop-{hop_id}"), Vec::new());
+    };
+    let mut parts = Vec::new();
+    let text = render_template(template, task, agent);
+    if !text.trim().is_empty() {
+        parts.push(Part::text(text));
+    }
+    if *artifacts {
+        parts.extend(
+            task.artifacts
+                .iter()
+                .flatten()
+                .flat_map(|a| a.parts.iter().cloned()),
+        );
+    }
+    if parts.is_empty() {
+        parts.push(Part::text(format!(
+            "Task {} is {}.",
+            task.id,
+            task.status.state.short_name()
+        )));
+    }
+    let mut m = Message::user(format!("hop-{hop_id}"), parts);
+    if *context == ContextMode::Same {
+        m.context_id = Some(task.context_id.clone());
+    }
+    m
+}
+
+/// Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most `max_secs`.
+fn backoff_ms(attempts: i64, max_secs: u64) -> i64 {
+    let base = 1000i64
+        .saturating_mul(1 << attempts.clamp(0, 20))
+        .min(max_secs.saturating_mul(1000) as i64)
+        .max(1);
+    let jitter = (uuid::Uuid::new_v4().as_u128() % 1000) as i64;
+    base / 2 + base * jitter / 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff_ms;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        for attempts in 0..30 {
+            let b = backoff_ms(attempts, 300);
+            let base = (1000i64 << attempts.min(20)).min(300_000);
+            assert!(b >= base / 2 && b <= base * 3 / 2, "{attempts}: {b}");
+        }
+    }
+}

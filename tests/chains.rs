@@ -1,0 +1,398 @@
+//! Chain rules across two real servers: a task approved on A completes and
+//! its result arrives at peer B (a second `countersign serve`) as a new,
+//! linked, watched task; a gated hop waits for the person; a rule that would
+//! loop is refused with the reason. Rules are managed by CLI and UI API.
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Server, message, run_cli, run_cli_ok};
+use serde_json::{Value, json};
+
+/// B: a human inbox that may push to A on loopback.
+const PEER_B: &str = "[outbound]\nallow = [\"127.0.0.1\"]\n\n[[agents]]\nid = \"inbox\"\n";
+
+fn config_a(b: &Server) -> String {
+    format!(
+        r#"[webhooks]
+sweep_secs = 1
+
+[[agents]]
+id = "inbox"
+
+[[agents]]
+id = "review"
+
+[[peers]]
+id = "b"
+url = "{b}"
+
+# Approved on A ⇒ on to B.
+[[chains]]
+id = "to-b"
+trigger = {{ agent = "inbox" }}
+action = {{ kind = "send", peer = "b", template = "Approved on A: {{{{request.text}}}} ({{{{task.id}}}})" }}
+
+# B's tasks that complete go back to B: a loop, refused on its second turn.
+[[chains]]
+id = "echo"
+trigger = {{ peer = "b", states = ["completed"] }}
+action = {{ kind = "send", peer = "b", template = "again: {{{{status.text}}}}" }}
+
+# Reviews pass to B only when the person says so.
+[[chains]]
+id = "gated"
+gate = true
+trigger = {{ agent = "review" }}
+action = {{ kind = "send", peer = "b", template = "Reviewed: {{{{request.text}}}}", context = "same" }}
+"#,
+        b = b.url("/a2a/inbox")
+    )
+}
+
+async fn cli_json(dir: &Path, args: &[&str]) -> Value {
+    let mut all: Vec<&str> = args.to_vec();
+    all.push("--json");
+    let out = run_cli_ok(dir, &all, Duration::from_secs(30)).await;
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+/// Parked tasks of an instance, oldest first: (task id, request preview).
+async fn parked(dir: &Path) -> Vec<(String, String)> {
+    let q = cli_json(dir, &["tasks", "--parked"]).await;
+    let mut items: Vec<(String, String)> = q["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["taskId"].as_str().unwrap_or("").to_owned(),
+                i["preview"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    items.reverse();
+    items
+}
+
+/// Polls (at most 20 s) until `check` holds for what `read` returns.
+async fn eventually<T: std::fmt::Debug>(
+    what: &str,
+    mut read: impl AsyncFnMut() -> T,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    let mut last = None;
+    for _ in 0..200 {
+        let v = read().await;
+        if check(&v) {
+            return v;
+        }
+        last = Some(v);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: never happened; last seen {last:#?}");
+}
+
+async fn hops(dir: &Path) -> Vec<Value> {
+    cli_json(dir, &["chains", "hops"]).await["hops"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_approved_task_chains_to_a_peer_gates_wait_and_loops_are_refused() {
+    let b = Server::start(Some(PEER_B));
+    let a = Server::start(Some(&config_a(&b)));
+    let (da, db) = (a.data_dir.clone(), b.data_dir.clone());
+
+    // The rules from the config are listed, read-only.
+    let listed = run_cli_ok(&da, &["chains", "list"], Duration::from_secs(30)).await;
+    for id in ["to-b", "echo", "gated"] {
+        assert!(listed.contains(id), "{listed}");
+    }
+    let refused = run_cli(&da, &["chains", "remove", "to-b"], Duration::from_secs(30)).await;
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("config file"), "{refused:?}");
+
+    // A caller asks A's inbox; the person approves; the result goes to B.
+    let c = a.client();
+    let sent = c
+        .rpc_ok(
+            "inbox",
+            "SendMessage",
+            json!({"message": message("m-ship", "Ship v2?")}),
+        )
+        .await;
+    let parent = sent["task"]["id"].as_str().unwrap().to_owned();
+    run_cli_ok(&da, &["approve", &parent], Duration::from_secs(30)).await;
+    let on_b = eventually("the hop arrives at B", || parked(&db), |p| p.len() == 1).await;
+    assert!(
+        on_b[0].1.contains("Approved on A: Ship v2?") && on_b[0].1.contains(&parent),
+        "{on_b:?}"
+    );
+
+    // Parent and child are linked both ways; the child is watched on A.
+    let detail = cli_json(&da, &["show", &parent]).await;
+    let children = detail["chain"]["children"].as_array().unwrap().clone();
+    assert_eq!(children.len(), 1, "{detail}");
+    assert_eq!(children[0]["ruleId"], "to-b");
+    assert_eq!(children[0]["state"], "delivered");
+    let child = children[0]["taskId"].as_str().unwrap().to_owned();
+    let child_detail = cli_json(&da, &["show", &child]).await;
+    assert_eq!(child_detail["chain"]["parent"]["taskId"], parent.as_str());
+    assert_eq!(child_detail["agentId"], "b");
+
+    // B's person approves: the child completes, which fires `echo` (B's
+    // task completed ⇒ to B again) once…
+    run_cli_ok(&db, &["approve", &on_b[0].0], Duration::from_secs(30)).await;
+    let on_b = eventually("echo arrives at B", || parked(&db), |p| p.len() == 1).await;
+    assert!(on_b[0].1.starts_with("again:"), "{on_b:?}");
+    // …and, when that one completes too, `echo` would fire a second time in
+    // the same chain: refused as a cycle.
+    run_cli_ok(&db, &["approve", &on_b[0].0], Duration::from_secs(30)).await;
+    let all = eventually(
+        "the loop is refused",
+        || hops(&da),
+        |h| h.iter().any(|h| h["state"] == "refused"),
+    )
+    .await;
+    let refused: Vec<&Value> = all.iter().filter(|h| h["state"] == "refused").collect();
+    assert_eq!(refused.len(), 1, "{all:#?}");
+    assert_eq!(refused[0]["ruleId"], "echo");
+    assert!(
+        refused[0]["reason"].as_str().unwrap().contains("cycle"),
+        "{refused:?}"
+    );
+    assert!(parked(&db).await.is_empty(), "nothing more reached B");
+
+    // A gated rule parks the hop; B sees nothing until it is released.
+    let review = c
+        .rpc_ok(
+            "review",
+            "SendMessage",
+            json!({"message": message("m-review", "Review the plan")}),
+        )
+        .await;
+    let review_id = review["task"]["id"].as_str().unwrap().to_owned();
+    let review_ctx = review["task"]["contextId"].as_str().unwrap().to_owned();
+    run_cli_ok(&da, &["approve", &review_id], Duration::from_secs(30)).await;
+    let gated = eventually(
+        "the gated hop waits",
+        || hops(&da),
+        |h| h.iter().any(|h| h["ruleId"] == "gated"),
+    )
+    .await;
+    let gated = gated.iter().find(|h| h["ruleId"] == "gated").unwrap();
+    assert_eq!(gated["state"], "gated");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(parked(&db).await.is_empty(), "a gated hop is not sent");
+    let hop_id = gated["id"].as_str().unwrap().to_owned();
+    let out = run_cli_ok(
+        &da,
+        &["chains", "release", &hop_id],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        out.contains("pending") || out.contains("delivered"),
+        "{out}"
+    );
+    let on_b = eventually("the released hop arrives", || parked(&db), |p| p.len() == 1).await;
+    assert!(on_b[0].1.contains("Reviewed: Review the plan"), "{on_b:?}");
+    // `context = "same"`: B's task joined the parent's context.
+    let b_task = cli_json(&db, &["show", &on_b[0].0]).await;
+    assert_eq!(b_task["task"]["contextId"], review_ctx.as_str());
+    // Releasing twice changes nothing and says so.
+    let again = run_cli(
+        &da,
+        &["chains", "release", &hop_id],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(again.code, Some(1), "{again:?}");
+    assert!(again.stderr.contains("no longer waits"), "{again:?}");
+}
+
+#[tokio::test]
+async fn rules_are_added_and_removed_by_cli_and_bad_ones_refused() {
+    let b = Server::start(Some(PEER_B));
+    let a = Server::start(Some(&format!(
+        "[outbound]\nallow = [\"127.0.0.1\"]\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"b\"\nurl = \"{}\"\n",
+        b.url("/a2a/inbox")
+    )));
+    let da = a.data_dir.clone();
+    let out = run_cli_ok(
+        &da,
+        &[
+            "chains",
+            "add",
+            "--on-agent",
+            "inbox",
+            "--state",
+            "completed",
+            "--state",
+            "rejected",
+            "--send",
+            "b",
+            "--template",
+            "{{task.state}}: {{request.text}}",
+            "--id",
+            "fwd",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(out.contains("added chain rule fwd"), "{out}");
+    let rules = cli_json(&da, &["chains", "list"]).await;
+    assert_eq!(
+        rules["rules"][0]["trigger"]["states"],
+        json!(["completed", "rejected"])
+    );
+    assert_eq!(rules["rules"][0]["source"], "api");
+
+    // A rejected task fires it too.
+    let c = a.client();
+    let t = c.send_text("inbox", "m-1", "Delete prod?").await;
+    let id = t["task"]["id"].as_str().unwrap().to_owned();
+    run_cli_ok(
+        &da,
+        &["reject", &id, "--reason", "no"],
+        Duration::from_secs(30),
+    )
+    .await;
+    let on_b = eventually(
+        "rejection forwarded",
+        || parked(&b.data_dir),
+        |p| p.len() == 1,
+    )
+    .await;
+    assert!(on_b[0].1.starts_with("rejected: Delete prod?"), "{on_b:?}");
+
+    for (args, want) in [
+        (
+            vec!["chains", "add", "--on-agent", "nope", "--send", "b"],
+            "no served agent",
+        ),
+        (
+            vec!["chains", "add", "--on-agent", "inbox", "--send", "zz"],
+            "no peer",
+        ),
+        (
+            vec![
+                "chains",
+                "add",
+                "--on-agent",
+                "inbox",
+                "--push",
+                "http://10.0.0.1/x",
+            ],
+            "private",
+        ),
+        (
+            vec![
+                "chains",
+                "add",
+                "--on-agent",
+                "inbox",
+                "--send",
+                "b",
+                "--template",
+                "{{nope}}",
+            ],
+            "unknown placeholder",
+        ),
+        (
+            vec![
+                "chains",
+                "add",
+                "--on-agent",
+                "inbox",
+                "--send",
+                "b",
+                "--id",
+                "fwd",
+            ],
+            "already exists",
+        ),
+    ] {
+        let r = run_cli(&da, &args, Duration::from_secs(30)).await;
+        assert_eq!(r.code, Some(1), "{args:?}: {r:?}");
+        assert!(r.stderr.contains(want), "{args:?}: {r:?}");
+    }
+    let usage = run_cli(
+        &da,
+        &["chains", "add", "--send", "b"],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(usage.code, Some(2), "{usage:?}");
+
+    run_cli_ok(&da, &["chains", "remove", "fwd"], Duration::from_secs(30)).await;
+    let rules = cli_json(&da, &["chains", "list"]).await;
+    assert_eq!(rules["rules"], json!([]));
+    let gone = run_cli(&da, &["chains", "remove", "fwd"], Duration::from_secs(30)).await;
+    assert_eq!(gone.code, Some(1));
+    assert!(gone.stderr.contains("no chain rule"), "{gone:?}");
+}
+
+#[tokio::test]
+async fn a_push_rule_posts_the_finished_task_with_its_auth() {
+    use std::sync::{Arc, Mutex};
+    type Seen = Vec<(Option<String>, Value)>;
+    let got: Arc<Mutex<Seen>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sink = got.clone();
+    let app = axum::Router::new().fallback(
+        async move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            sink.lock()
+                .unwrap()
+                .push((auth, serde_json::from_slice(&body).unwrap_or(Value::Null)));
+            axum::http::StatusCode::NO_CONTENT
+        },
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let a = Server::start(Some(&format!(
+        r#"[outbound]
+allow = ["127.0.0.1"]
+
+[[agents]]
+id = "inbox"
+
+[[chains]]
+trigger = {{ agent = "inbox" }}
+action = {{ kind = "push", url = "http://{addr}/done", auth_scheme = "Bearer", credentials = "s3cret" }}
+"#
+    )));
+    let c = a.client();
+    let t = c.send_text("inbox", "m-p", "Approve the invoice?").await;
+    let id = t["task"]["id"].as_str().unwrap().to_owned();
+    run_cli_ok(
+        &a.data_dir,
+        &["approve", &id, "--comment", "fine"],
+        Duration::from_secs(30),
+    )
+    .await;
+    let seen = eventually(
+        "the push arrives",
+        || {
+            let g = got.clone();
+            async move { g.lock().unwrap().clone() }
+        },
+        |g| !g.is_empty(),
+    )
+    .await;
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0.as_deref(), Some("Bearer s3cret"));
+    assert_eq!(seen[0].1["task"]["id"], id.as_str());
+    assert_eq!(seen[0].1["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let h = hops(&a.data_dir).await;
+    assert_eq!(h[0]["ruleId"], "chain-1");
+    assert_eq!(h[0]["state"], "delivered");
+}
