@@ -182,50 +182,56 @@ describe('the approval UI', () => {
   test('keyboard-only triage of five tasks', async () => {
     const page = await fresh();
     const texts = ['Ship release 7?', 'Rotate the API keys?', 'Email the customer?', 'Scale to 10 pods?', 'Merge PR 88?'];
-    const tasks = [];
-    for (const t of texts) tasks.push(await send(server.base, 'ops', `Triage: ${t}`));
+    const ids = {};
+    for (const t of texts) ids[`Triage: ${t}`] = (await send(server.base, 'ops', `Triage: ${t}`)).id;
     // Search for them, by keyboard only: / types into the search, Enter goes back to the list.
     await page.keyboard.press('/');
     await page.keyboard.type('Triage');
     await page.keyboard.press('Enter');
     await until(async () => (await page.locator('.qrow').count()) === 5, 'the five rows');
-    // Newest first: Merge, Scale, Email, Rotate, Ship.
+    const heading = () => page.locator('#task-title').innerText();
+    const decided = {};
     await page.keyboard.press('j');
     await page.keyboard.press('k');
-    await page.keyboard.press('Enter'); // Merge: approve
-    await page.getByRole('heading', { name: 'Triage: Merge PR 88?' }).waitFor();
+    await page.keyboard.press('Enter'); // 1: approve in the task
+    await page.locator('.decision-bar .actions').waitFor();
+    let title = await heading();
     await page.keyboard.press('a');
     await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'Triage: Scale to 10 pods?' }).waitFor(); // Scale: reply
+    decided[title] = 'TASK_STATE_COMPLETED';
+    // After a decision the next parked task opens. 2: reply.
+    title = await until(async () => (await heading()) !== title && (await page.locator('.decision-bar .actions').count()) && heading(), 'the next task');
     await page.keyboard.press('r');
-    await page.keyboard.type('Scale to 6 first');
+    await page.keyboard.type('Do it after the freeze');
     await page.keyboard.press('Control+Enter');
-    await page.getByRole('heading', { name: 'Triage: Email the customer?' }).waitFor(); // Email: reject
-    await page.keyboard.press('x');
+    decided[title] = 'TASK_STATE_COMPLETED';
+    title = await until(async () => (await heading()) !== title && (await page.locator('.decision-bar .actions').count()) && heading(), 'the next task');
+    await page.keyboard.press('x'); // 3: reject with a reason
     await page.keyboard.type('Legal has not seen it');
     await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'Triage: Rotate the API keys?' }).waitFor();
-    await page.keyboard.press('Escape'); // back to the queue, Rotate focused: approve there
+    decided[title] = 'TASK_STATE_REJECTED';
+    const replied = Object.keys(decided)[1];
+    title = await until(async () => (await heading()) !== title && (await page.locator('.decision-bar .actions').count()) && heading(), 'the next task');
+    await page.keyboard.press('Escape'); // back to the queue, on the task that was open
     await until(async () => (await page.locator('.qrow').count()) === 2, 'two left');
-    await page.keyboard.press('a');
+    assert.equal(await page.locator('.qrow.focused .preview').innerText(), title);
+    await page.keyboard.press('a'); // 4: approve from the queue
+    await page.locator('#quick-text').waitFor();
     await page.keyboard.press('Enter');
+    decided[title] = 'TASK_STATE_COMPLETED';
     await until(async () => (await page.locator('.qrow').count()) === 1, 'one left');
-    await page.keyboard.press('x'); // Ship: reject from the queue
+    title = await page.locator('.qrow.focused .preview').innerText();
+    await page.keyboard.press('x'); // 5: reject from the queue
+    await page.locator('#quick-text').waitFor();
     await page.keyboard.press('Enter');
+    decided[title] = 'TASK_STATE_REJECTED';
     await page.getByText('Nothing parked matches').waitFor();
-    const states = {};
-    for (const [i, t] of tasks.entries()) states[texts[i]] = (await getTask(server.base, 'ops', t.id)).status.state;
-    assert.deepEqual(states, {
-      'Merge PR 88?': 'TASK_STATE_COMPLETED',
-      'Scale to 10 pods?': 'TASK_STATE_COMPLETED',
-      'Email the customer?': 'TASK_STATE_REJECTED',
-      'Rotate the API keys?': 'TASK_STATE_COMPLETED',
-      'Ship release 7?': 'TASK_STATE_REJECTED',
-    });
-    const replied = await getTask(server.base, 'ops', tasks[3].id);
-    assert.equal(replied.status.message.parts[0].text, 'Scale to 6 first');
-    await page.keyboard.press('/');
-    await page.keyboard.press('Escape');
+    assert.equal(Object.keys(decided).length, 5);
+    for (const [t, state] of Object.entries(decided)) {
+      assert.equal((await getTask(server.base, 'ops', ids[t])).status.state, state, t);
+    }
+    const reply = await getTask(server.base, 'ops', ids[replied]);
+    assert.equal(reply.status.message.parts[0].text, 'Do it after the freeze');
   });
 
   test('a decision made elsewhere (the CLI, another window) updates the open task and the queue', async () => {
@@ -427,6 +433,77 @@ describe('the approval UI', () => {
     } finally {
       await peerServer.stop();
     }
+  });
+
+  test('chains: a config rule is read-only, an API rule is added, edited, disabled and removed; gated hops are released and dropped', async () => {
+    const page = await fresh();
+    await page.keyboard.press('g');
+    await page.keyboard.press('c');
+    await page.getByRole('heading', { name: 'Chains' }).waitFor();
+    const fromConfig = page.getByTestId('chain-notify-ci');
+    await fromConfig.waitFor();
+    assert.match(await fromConfig.innerText(), /from config[\s\S]*agent ops → completed[\s\S]*push to https:\/\/hooks\.example\.com\/ci/);
+    assert.equal(await fromConfig.getByRole('button', { name: 'Edit' }).count(), 0);
+
+    // Add: keyboard n opens the form.
+    await page.keyboard.press('n');
+    await page.getByTestId('chain-id').fill('tell-the-channel');
+    await page.getByLabel('Gate: hold each hop for me to release').check();
+    await page.getByLabel('rejected').check();
+    await page.getByTestId('chain-url').fill('http://127.0.0.1:9/channel');
+    await page.getByLabel('Auth scheme').fill('Bearer');
+    await page.getByLabel('Token').fill('channel-token');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    const added = page.getByTestId('chain-tell-the-channel');
+    await added.waitFor();
+    let rules = (await api(server, '/api/chains')).body.rules;
+    let rule = rules.find((r) => r.id === 'tell-the-channel');
+    assert.equal(rule.source, 'api');
+    assert.equal(rule.gate, true);
+    assert.deepEqual(rule.trigger.states.sort(), ['completed', 'rejected']);
+    assert.equal(rule.action.url, 'http://127.0.0.1:9/channel');
+
+    // An invalid rule is refused with the server's message.
+    ui.expectError(/^HTTP 400 POST .*\/api\/chains$/);
+    await page.keyboard.press('n');
+    await page.getByTestId('chain-url').fill('ftp://127.0.0.1/x');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    await page.locator('.chain-form .error').waitFor();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+
+    // Edit, disable, remove.
+    await added.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('Gate: hold each hop for me to release').uncheck();
+    await page.getByRole('button', { name: 'Save rule' }).click();
+    await until(async () => (await api(server, '/api/chains')).body.rules.find((r) => r.id === 'tell-the-channel')?.gate === false, 'the edit');
+    await added.getByLabel('Rule tell-the-channel enabled').uncheck();
+    await until(async () => (await api(server, '/api/chains')).body.rules.find((r) => r.id === 'tell-the-channel')?.enabled === false, 'disabled');
+    await added.getByRole('button', { name: 'Remove' }).click();
+    await added.getByRole('button', { name: 'Really remove' }).click();
+    await added.waitFor({ state: 'detached' });
+    rules = (await api(server, '/api/chains')).body.rules;
+    assert.ok(!rules.some((r) => r.id === 'tell-the-channel'));
+
+    // Completed ops tasks (bulk approve, triage) each hold a gated hop.
+    const gated = page.locator('tr[data-testid^="hop-"]', { hasText: 'gated' });
+    await until(async () => (await gated.count()) >= 2, 'gated hops');
+    const first = await gated.first().getAttribute('data-testid');
+    await gated.first().getByRole('button', { name: 'Release' }).click();
+    const second = await until(async () => {
+      const id = await gated.first().getAttribute('data-testid');
+      return id !== first && id;
+    }, 'the released hop to leave the gated ones');
+    await page.getByTestId(second).getByRole('button', { name: 'Drop' }).click();
+    const hops = async () => (await api(server, '/api/chains/hops?limit=50')).body.hops;
+    await until(async () => (await hops()).find((h) => `hop-${h.id}` === second)?.state === 'dropped', 'the drop');
+    const released = (await hops()).find((h) => `hop-${h.id}` === first);
+    assert.notEqual(released.state, 'gated');
+    await page.getByTestId(second).getByText('dropped', { exact: true }).waitFor();
+    await page.screenshot({ path: join(output, 'chains.png') });
+    // The task the hop came from shows it as a chain link.
+    await page.getByTestId(second).locator('td').nth(2).getByRole('button').click();
+    await page.getByTestId('chain-links').waitFor();
+    assert.match(await page.getByTestId('chain-links').innerText(), /rule notify-ci · dropped/);
   });
 
   test('settings are saved by the server and the theme applies at once', async () => {

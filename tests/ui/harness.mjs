@@ -140,6 +140,7 @@ export async function openPage(browser, url, { width = 1280, height = 800, color
   const context = await browser.newContext({ viewport: { width, height }, colorScheme, acceptDownloads: true });
   const page = await context.newPage();
   const errors = [];
+  const expected = [];
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
   page.on('response', (r) => {
     if (r.status() >= 400) errors.push(`HTTP ${r.status()} ${r.request().method()} ${r.url()}`);
@@ -166,9 +167,20 @@ export async function openPage(browser, url, { width = 1280, height = 800, color
   return {
     page,
     context,
+    /** Errors a test provokes on purpose (`HTTP 400 POST …`), and the console line that follows each. */
+    expectError(pattern) {
+      expected.push(pattern);
+    },
     async problems() {
       const inPage = await page.evaluate(() => ({ alerts: window.__alerts, csp: window.__csp }));
-      return { alerts: inPage.alerts, csp: inPage.csp, errors: [...errors] };
+      const unexpected = [];
+      let skipConsole = 0;
+      for (const e of errors) {
+        if (expected.some((p) => p.test(e))) skipConsole++;
+        else if (skipConsole && /^console: Failed to load resource: the server responded with a status of 4/.test(e)) skipConsole--;
+        else unexpected.push(e);
+      }
+      return { alerts: inPage.alerts, csp: inPage.csp, errors: unexpected };
     },
     async close() {
       await context.close();

@@ -359,9 +359,19 @@ export interface RenderedArtifact {
   parts: RenderedPart[];
 }
 
+/** One hop seen from a task: the task on its other end (none for a push,
+ *  or before the hop went out), the rule, and how it went. */
+export interface ChainLink {
+  hopId?: string;
+  ruleId: string;
+  taskId: string | null;
+  state?: string;
+  reason?: string | null;
+}
+
 export interface ChainLinks {
-  parent: { taskId: string; ruleId: string } | null;
-  children: { taskId: string; ruleId: string; state: string }[];
+  parent: ChainLink | null;
+  children: ChainLink[];
 }
 
 export interface TaskDetail {
@@ -619,6 +629,11 @@ export class Api {
 
   outbox(failed = false): Promise<{ items: OutboxItem[] }> {
     return this.call('GET', '/api/outbox' + qs({ failed: failed || undefined }));
+  }
+
+  /** Tries a failed delivery again, now. */
+  retryDelivery(id: string): Promise<unknown> {
+    return this.call('POST', `/api/outbox/${enc(id)}/retry`);
   }
 
   chains(): Promise<{ rules: ChainRule[] }> {

@@ -108,7 +108,7 @@ describe('chains store', () => {
     expect(get(c).rules).toHaveLength(1);
   });
 
-  it('releases and drops gated hops, and re-reads hops on chain events', async () => {
+  it('releases and drops gated hops, and re-reads hops when tasks change', async () => {
     const { m, hops } = chainsServer();
     const c = createChains(new Api(m));
     await c.load();
@@ -118,9 +118,11 @@ describe('chains store', () => {
     expect(get(c).hops[0].state).toBe('refused');
     hops[0] = { ...hops[0], state: 'delivered', childTaskId: 't2' };
     const before = m.calls.length;
+    // A burst of task and chain events: one re-read.
     c.onEvent({ kind: 'task', taskId: 'x', seq: 1, state: 'TASK_STATE_COMPLETED' });
     c.onEvent({ kind: 'chain' });
-    await tick(0);
+    c.onEvent({ kind: 'statusUpdate', taskId: 'x', seq: 2, state: 'TASK_STATE_COMPLETED' });
+    await tick(300);
     expect(m.calls.length - before).toBe(1);
     expect(get(c).hops[0]).toMatchObject({ state: 'delivered', childTaskId: 't2' });
   });

@@ -34,6 +34,7 @@ export function createChains(api: Api): ChainsStore {
   const store = writable<ChainsState>({ rules: [], hops: [], loading: false, unavailable: false, error: null, loaded: false });
   const { subscribe, update } = store;
 
+  let hopTimer: ReturnType<typeof setTimeout> | null = null;
   const fail = (e: unknown) => {
     const status = (e as { status?: number }).status;
     update((s) => ({ ...s, loading: false, unavailable: status === 404, error: (e as Error).message }));
@@ -88,7 +89,13 @@ export function createChains(api: Api): ChainsStore {
       await loadHops();
     },
     onEvent(ev) {
-      if (ev.kind === 'chain' && get(store).loaded && !get(store).unavailable) void loadHops();
+      // Hops follow task changes (a trigger state, a chained task moving on).
+      const s = get(store);
+      if (!s.loaded || s.unavailable || (ev.kind !== 'chain' && !ev.state) || hopTimer) return;
+      hopTimer = setTimeout(() => {
+        hopTimer = null;
+        void loadHops();
+      }, 250);
     },
   };
 }

@@ -19,6 +19,7 @@ export interface PeersStore extends Readable<PeersState> {
   remove(id: string): Promise<void>;
   refresh(id: string): Promise<void>;
   subscribePeer(id: string): Promise<PeerSubscription>;
+  retryDelivery(id: string): Promise<void>;
 }
 
 export function createPeers(api: Api): PeersStore {
@@ -72,6 +73,15 @@ export function createPeers(api: Api): PeersStore {
           ...s,
           health: { ...s.health, [id]: { ok: false, message: (e as Error).message, atMs: Date.now() } },
         }));
+      }
+    },
+    async retryDelivery(id) {
+      try {
+        await api.retryDelivery(id);
+        const { items } = await api.outbox(false);
+        update((s) => ({ ...s, outbox: items, error: null }));
+      } catch (e) {
+        update((s) => ({ ...s, error: (e as Error).message }));
       }
     },
     async subscribePeer(id) {

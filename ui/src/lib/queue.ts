@@ -297,7 +297,8 @@ export function createQueue(api: Api): QueueStore {
     load,
     loadMore,
     async setFilter(f) {
-      update((s) => ({ ...s, filter: { ...s.filter, ...f }, cursor: 0, items: [], nextCursor: null }));
+      // The rows shown stay until the new ones arrive: no flash of "nothing".
+      update((s) => ({ ...s, filter: { ...s.filter, ...f }, cursor: 0, nextCursor: null }));
       await load();
     },
     onEvent,

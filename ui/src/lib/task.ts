@@ -15,6 +15,8 @@ export interface TaskState {
   deciding: boolean;
   /** The last input sent, for a retry after a failure. */
   lastInput: DecisionInput | null;
+  /** Why the last side action (a delivery retry) failed. */
+  actionError: string | null;
 }
 
 export interface TaskStore extends Readable<TaskState> {
@@ -24,6 +26,8 @@ export interface TaskStore extends Readable<TaskState> {
   onEvent(ev: ApiEvent): void;
   decide(input: DecisionInput): Promise<DecisionResult | null>;
   retry(): Promise<DecisionResult | null>;
+  /** Sends a decision whose delivery failed again. */
+  retryDelivery(decisionId: string): Promise<void>;
 }
 
 const initial = (): TaskState => ({
@@ -34,6 +38,7 @@ const initial = (): TaskState => ({
   result: null,
   deciding: false,
   lastInput: null,
+  actionError: null,
 });
 
 export function createTask(api: Api): TaskStore {
@@ -98,6 +103,19 @@ export function createTask(api: Api): TaskStore {
     async retry() {
       const last = get(store).lastInput;
       return last ? decide(last) : null;
+    },
+    async retryDelivery(decisionId) {
+      const id = get(store).id;
+      try {
+        const { items } = await api.outbox(true);
+        const item = items.find((o) => o.refId === decisionId);
+        if (!item) throw new Error('no failed delivery of this decision is waiting');
+        await api.retryDelivery(item.id);
+        update((s) => ({ ...s, actionError: null }));
+      } catch (e) {
+        update((s) => ({ ...s, actionError: `Retry failed: ${(e as Error).message}` }));
+      }
+      if (id) await fetchDetail(id, true);
     },
   };
 }
