@@ -321,8 +321,13 @@ describe('the approval UI', () => {
     const file = await download;
     assert.equal(file.suggestedFilename(), 'deploy.log');
     assert.equal(readFileSync(await file.path(), 'utf8'), '2026-01-01 deploy started\n2026-01-01 deploy ok\n');
-    await page.screenshot({ path: join(output, 'task-artifacts.png'), fullPage: true });
+    // The task screen scrolls inside the page: one shot at the top, one at the end.
+    await page.evaluate(() => document.querySelector('.screen.task').scrollTo(0, 0));
+    await page.screenshot({ path: join(output, 'task-artifacts.png') });
+    await page.evaluate(() => document.querySelector('.screen.task').scrollTo(0, 1e6));
+    await page.screenshot({ path: join(output, 'task-artifacts-end.png') });
     await page.emulateMedia({ colorScheme: 'dark' });
+    await page.evaluate(() => document.querySelector('.screen.task').scrollTo(0, 0));
     await page.screenshot({ path: join(output, 'task-artifacts-dark.png') });
   });
 

@@ -10,6 +10,7 @@ import { createPeers, type PeersStore } from './peers';
 import { createQueue, type QueueStore } from './queue';
 import { createSettings, type SettingsStore } from './settings';
 import { createTask, type TaskStore } from './task';
+import { createNotifier } from './notify';
 
 export type Screen = 'queue' | 'task' | 'history' | 'agents' | 'chains' | 'settings';
 
@@ -62,12 +63,14 @@ export function createApp(api: Api): App {
   const connected = writable(false);
   const now = writable(Date.now());
   const notice = writable<string | null>(null);
+  const notifier = createNotifier();
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;
   function dispatch(ev: ApiEvent): void {
     queue.onEvent(ev);
     task.onEvent(ev);
     chains.onEvent(ev);
+    notifier.onEvent(ev, get(settings).settings);
     // A task leaving the queue may be a decision made elsewhere: the
     // history gains a row.
     if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state) && !historyTimer) {
