@@ -27,6 +27,11 @@
  *     that event's `data` JSON as its payload (`{taskId, agentId, seq,
  *     state, kind}`, or `{kind: "chain", …}`).
  *
+ *   - links: the UI opens agents' links (a sign-in link, a link in agent
+ *     content) with `window.open(url, '_blank', 'noopener,noreferrer')`,
+ *     only for `http:`, `https:` and `mailto:`; the shell must open such
+ *     new-window requests in the system browser, never in its own window.
+ *
  * Nothing else in the UI calls `fetch`, `invoke` or `listen`.
  */
 
