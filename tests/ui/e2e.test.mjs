@@ -407,7 +407,7 @@ describe('the approval UI', () => {
     await until(async () => (await page.getByTestId('history-row').count()) === 1, 'one matching row');
   });
 
-  test('agents & peers: endpoints with copy buttons, a peer added with its card, a subscription URL and token', async () => {
+  test('agents & peers: endpoints with copy buttons, a peer previewed then added with its card, a subscription URL and token', async () => {
     const peerServer = await startServer();
     try {
       const page = await fresh();
@@ -420,7 +420,13 @@ describe('the approval UI', () => {
       await inbox.getByText('"Inbox"').first().waitFor();
       await page.getByTestId('peer-url').fill(`${peerServer.base}/a2a/ops`);
       await page.getByLabel('Id (optional)').fill('ops-two');
-      await page.getByRole('button', { name: 'Add peer' }).click();
+      // The card is read and shown first; nothing is stored yet.
+      await page.getByRole('button', { name: 'Read its card' }).click();
+      const preview = page.getByTestId('peer-preview');
+      await preview.waitFor();
+      assert.match(await preview.innerText(), /^Ops/);
+      assert.equal((await api(server, '/api/peers')).body.peers.length, 0);
+      await page.getByRole('button', { name: 'Add this peer' }).click();
       const added = page.getByTestId('peer-added');
       await added.waitFor();
       assert.match(await added.innerText(), /Added ops/i);

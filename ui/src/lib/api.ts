@@ -616,6 +616,11 @@ export class Api {
     return this.call('GET', '/api/peers');
   }
 
+  /** A would-be peer's card, read now and not stored. */
+  previewPeer(p: NewPeer): Promise<{ card: Record<string, unknown> }> {
+    return this.call('POST', '/api/peers/preview', p);
+  }
+
   addPeer(p: NewPeer): Promise<{ peer: Peer }> {
     return this.call('POST', '/api/peers', p);
   }

@@ -15,6 +15,7 @@ export interface PeersState {
 
 export interface PeersStore extends Readable<PeersState> {
   load(): Promise<void>;
+  preview(p: NewPeer): Promise<Record<string, unknown>>;
   add(p: NewPeer): Promise<Peer>;
   remove(id: string): Promise<void>;
   refresh(id: string): Promise<void>;
@@ -47,6 +48,9 @@ export function createPeers(api: Api): PeersStore {
   return {
     subscribe,
     load,
+    async preview(p) {
+      return (await api.previewPeer(p)).card;
+    },
     async add(p) {
       const { peer } = await api.addPeer(p);
       update((s) => ({
