@@ -76,6 +76,14 @@ describe('the approval UI', () => {
     await page.getByTestId('empty-queue').waitFor();
   });
 
+  test('a wrong token gets a page saying so, not empty screens', async () => {
+    await ui?.close();
+    ui = await openPage(browser, `${server.base}/#token=not-the-token`);
+    ui.expectError(/^HTTP 401 GET .*\/api\/health$/);
+    await ui.page.getByRole('heading', { name: 'Countersign needs its UI token' }).waitFor();
+    assert.equal(await ui.page.evaluate(() => sessionStorage.getItem('countersign.token')), null);
+  });
+
   test('a task sent by an A2A client appears live, with its counts', async () => {
     const page = await fresh();
     await page.getByTestId('empty-queue').waitFor();

@@ -705,6 +705,11 @@ export function takeToken(loc: Location, storage: Storage, history: History): st
   return storage.getItem(TOKEN_KEY);
 }
 
+/** Drops a stored token the server refused. */
+export function forgetToken(storage: Storage = window.sessionStorage): void {
+  storage.removeItem(TOKEN_KEY);
+}
+
 /** The transport for where the UI runs. */
 export async function connect(): Promise<Api | null> {
   const w = window as unknown as { __TAURI_INTERNALS__?: unknown };
