@@ -129,8 +129,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Adds a peer at runtime: its card is fetched (and must be readable)
-    /// before it is stored.
     /// Reads a would-be peer's card without storing anything: what the
     /// person sees before adding it.
     pub async fn preview_peer(
@@ -141,6 +139,8 @@ impl Engine {
         Ok(self.client()?.discover(url, &auth_of(auth)).await?.card)
     }
 
+    /// Adds a peer at runtime: its card is fetched (and must be readable)
+    /// before it is stored.
     pub async fn add_peer(
         &self,
         id: &str,
