@@ -14,3 +14,10 @@ bash tests/interop/run.sh
 # 0.3.26, their own push senders): push parks, kill -9 keeps it parked, a
 # forged push is refused, a reply reaches the peer exactly once.
 bash tests/peers/watch_flow.sh
+# The approval UI: Vitest for its stores and api.ts, then Chromium
+# (playwright-core) against a real server; screenshots in tests/ui/output/.
+bash tests/ui/run.sh
+# The desktop app in a real window (Xvfb, a private D-Bus session,
+# tauri-driver + WebKitWebDriver): a task appears, raises one notification,
+# is approved by keyboard; the tray count follows; a second launch hands over.
+REBUILD_UI=0 bash tests/desktop/run.sh

@@ -66,7 +66,10 @@ impl Driver {
                 .expect("tauri-driver (cargo install tauri-driver)"),
         );
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while http.get(format!("{base}/status")).send().await.is_err() {
             assert!(Instant::now() < deadline, "tauri-driver did not start");
@@ -315,8 +318,16 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     })
     .await;
 
-    // Approve with the keyboard: focus the row, `a`, Enter.
+    // Open it with the keyboard, then approve: `a`, Enter.
     driver.click(&row).await;
+    driver.press(&["\u{E007}"]).await;
+    driver
+        .wait_for(
+            "[data-testid=\"decision-bar\"], .decision-bar",
+            Duration::from_secs(10),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     driver.press(&["a"]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     driver.press(&["\u{E007}"]).await;

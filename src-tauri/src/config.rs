@@ -47,6 +47,16 @@ pub struct Config {
     /// Chain rules: when a task reaches a state, push it or send it on.
     #[serde(default)]
     pub chains: Vec<crate::dispatch::chains::ChainRule>,
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// The browser UI served at `/`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// The built UI (`ui/dist`); found next to the binary when unset.
+    pub dir: Option<PathBuf>,
 }
 
 /// How outbound calls are retried and bounded (`[dispatch]`).
@@ -433,6 +443,7 @@ impl Config {
             dispatch: DispatchConfig::default(),
             outbound: Default::default(),
             chains: Vec::new(),
+            ui: UiConfig::default(),
         })
     }
 

@@ -489,18 +489,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// What `serve` (and the desktop app) run with: config, bind and data dir
-/// from the arguments, the config file and the defaults, in that order.
+/// from the arguments, the config file, the saved settings and the
+/// defaults, in that order.
 fn serve_options(args: ServeArgs) -> anyhow::Result<ServeOptions> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default_config(),
-    };
-    let bind: SocketAddr = match (args.bind, &config.bind) {
-        (Some(b), _) => b,
-        (None, Some(b)) => b
-            .parse()
-            .with_context(|| format!("bind address `{b}` in the config"))?,
-        (None, None) => SocketAddr::from(([127, 0, 0, 1], 7717)),
     };
     let data_dir = match (args.data_dir, &config.data_dir) {
         (Some(d), _) => d,
@@ -509,6 +503,15 @@ fn serve_options(args: ServeArgs) -> anyhow::Result<ServeOptions> {
             Some(d) => d,
             None => bail!("cannot find a home directory for the data dir; pass --data-dir"),
         },
+    };
+    // What the settings screen saved fills what the config leaves unset.
+    countersign::server::ui_settings::apply_saved(&mut config, &data_dir);
+    let bind: SocketAddr = match (args.bind, &config.bind) {
+        (Some(b), _) => b,
+        (None, Some(b)) => b
+            .parse()
+            .with_context(|| format!("bind address `{b}` in the config"))?,
+        (None, None) => SocketAddr::from(([127, 0, 0, 1], 7717)),
     };
     if !bind.ip().is_loopback() && config.access.credentials.is_empty() && !args.insecure {
         bail!(

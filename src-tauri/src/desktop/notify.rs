@@ -14,6 +14,7 @@ use std::time::Duration;
 use tauri::{AppHandle, Manager};
 
 use super::Shell;
+use crate::server::ui_settings::{Notifications, SettingsFile};
 
 /// Parkings that arrive within this window of the first are one notification.
 const GROUP_WINDOW: Duration = Duration::from_millis(400);
@@ -25,32 +26,15 @@ struct Parked {
     first_line: String,
 }
 
-/// The notification preferences in the settings file.
-#[derive(Default)]
-struct Prefs {
-    enabled: bool,
-    muted_agents: HashSet<String>,
-    only_when_hidden: bool,
-}
-
-fn prefs(shell: &Shell) -> Prefs {
-    let path = shell.data_dir.join("ui-settings.json");
-    let v: serde_json::Value = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let n = &v["notifications"];
-    Prefs {
-        enabled: n["enabled"].as_bool().unwrap_or(true),
-        only_when_hidden: n["onlyWhenHidden"].as_bool().unwrap_or(false),
-        muted_agents: n["mutedAgents"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
+/// The notification preferences saved on the settings screen (defaults
+/// when there are none or the file cannot be read).
+fn prefs(shell: &Shell) -> Notifications {
+    match SettingsFile::in_dir(&shell.data_dir).read() {
+        Ok(s) => s.notifications,
+        Err(e) => {
+            tracing::warn!("notification settings: {e}");
+            Notifications::default()
+        }
     }
 }
 

@@ -129,6 +129,16 @@ impl Engine {
         Ok(())
     }
 
+    /// Reads a would-be peer's card without storing anything: what the
+    /// person sees before adding it.
+    pub async fn preview_peer(
+        &self,
+        url: &str,
+        auth: &PeerAuthRecord,
+    ) -> Result<serde_json::Value, PeerError> {
+        Ok(self.client()?.discover(url, &auth_of(auth)).await?.card)
+    }
+
     /// Adds a peer at runtime: its card is fetched (and must be readable)
     /// before it is stored.
     pub async fn add_peer(

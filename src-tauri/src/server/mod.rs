@@ -17,6 +17,8 @@ pub mod ui_auth;
 pub mod ui_dispatch;
 pub mod ui_peers;
 pub mod ui_queue;
+pub mod ui_settings;
+pub mod ui_static;
 pub mod webhooks;
 
 use std::net::SocketAddr;
@@ -47,6 +49,10 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The per-install secret the UI API asks for.
     pub ui_secret: ui_auth::UiSecret,
+    /// Where the built UI is read from.
+    pub ui_files: ui_static::UiFiles,
+    /// Where the UI's settings are kept.
+    pub ui_settings: ui_settings::SettingsFile,
 }
 
 pub type Shared = Arc<AppState>;
@@ -64,14 +70,16 @@ pub fn router(state: Shared) -> Router {
             axum::routing::post(webhooks::receive),
         )
         .nest("/api", ui_api::router(state.clone()))
-        .fallback(not_found)
+        // The UI's files; anything else is a 404 in the A2A error shape.
+        .fallback(ui_static::serve)
         // Bodies are read by `read_body`, which enforces the configured limit
         // and answers in the binding's own error shape.
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 
-async fn not_found(uri: Uri) -> axum::response::Response {
+/// The 404 for a path no route and no UI file answers.
+pub(crate) async fn not_found(uri: Uri) -> axum::response::Response {
     rest::error_response(
         &Error::NotFound(format!("no route for {}", uri.path())),
         false,

@@ -11,6 +11,8 @@ use tokio::sync::watch;
 
 use super::instance::InstanceFile;
 use super::ui_auth::{SecretError, UiSecret};
+use super::ui_settings::SettingsFile;
+use super::ui_static::UiFiles;
 use super::{AccessPolicy, AppState, router};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -94,6 +96,7 @@ pub async fn serve_until(
         .local_addr()
         .map_err(|e| StartError::Bind(opts.bind, e))?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let ui_files = UiFiles::locate(opts.config.ui.dir.clone());
     let state = Arc::new(AppState {
         engine,
         access: AccessPolicy {
@@ -105,6 +108,8 @@ pub async fn serve_until(
         started_ms: crate::clock::now_ms() / 1000 * 1000,
         shutdown: shutdown_rx,
         ui_secret,
+        ui_files,
+        ui_settings: SettingsFile::in_dir(&opts.data_dir),
     });
     let signal = stop;
     // Written before the announcement: once it is out, the CLI finds us.

@@ -40,6 +40,7 @@ pub fn router(state: Shared) -> Router<Shared> {
         .merge(super::ui_queue::routes())
         .merge(super::ui_peers::routes())
         .merge(super::ui_dispatch::routes())
+        .merge(super::ui_settings::routes())
         // Its own fallback, so unknown `/api/…` paths are guarded too and
         // answer in this API's error shape.
         .fallback(not_found)

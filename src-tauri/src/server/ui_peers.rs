@@ -24,6 +24,7 @@ use crate::store::peers::PeerAuthRecord;
 pub fn routes() -> Router<Shared> {
     Router::new()
         .route("/peers", get(list).post(add))
+        .route("/peers/preview", post(preview))
         .route("/peers/{id}", axum::routing::delete(remove))
         .route("/peers/{id}/refresh", post(refresh))
         .route("/peers/{id}/subscriptions", post(subscribe))
@@ -114,6 +115,25 @@ async fn add(State(state): State<Shared>, body: Bytes) -> Response {
     };
     match state.engine.add_peer(&id, &p.url, p.name, auth).await {
         Ok(peer) => (StatusCode::CREATED, axum::Json(json!({"peer": peer}))).into_response(),
+        Err(e) => peer_error(e),
+    }
+}
+
+/// `POST /api/peers/preview`: the card of a peer as it would be added
+/// (same body as adding it), read now and not stored.
+async fn preview(State(state): State<Shared>, body: Bytes) -> Response {
+    let p: NewPeer = match parse(&body) {
+        Ok(p) => p,
+        Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
+    };
+    let auth = PeerAuthRecord {
+        bearer: p.bearer,
+        api_key: p.api_key,
+        api_key_header: p.api_key_header,
+        headers: p.headers.into_iter().collect(),
+    };
+    match state.engine.preview_peer(&p.url, &auth).await {
+        Ok(card) => axum::Json(json!({ "card": card })).into_response(),
         Err(e) => peer_error(e),
     }
 }

@@ -1,0 +1,580 @@
+// The approval UI end to end: Chromium (playwright-core) against a real
+// `countersign serve`, with A2A clients that are plain JSON-RPC calls.
+// Run by tests/ui/run.sh (`node --test`).
+import { after, before, afterEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { api, getTask, launch, openPage, output, send, startServer, until, xssCorpus } from './harness.mjs';
+
+let server;
+let browser;
+let ui;
+/** Numbers measured along the way, written to output/measurements.json. */
+const measured = {};
+
+before(async () => {
+  server = await startServer();
+  browser = await launch();
+});
+
+after(async () => {
+  await ui?.close();
+  await browser?.close();
+  await server?.stop();
+  writeFileSync(join(output, 'measurements.json'), JSON.stringify(measured, null, 2) + '\n');
+});
+
+// Normal use never trips the CSP, never runs an alert and never throws.
+afterEach(async () => {
+  if (!ui) return;
+  const p = await ui.problems();
+  assert.deepEqual(p.csp, [], 'CSP violations');
+  assert.deepEqual(p.alerts, [], 'alert() ran');
+  assert.deepEqual(p.errors, [], 'page errors');
+});
+
+async function fresh(opts) {
+  await ui?.close();
+  ui = await openPage(browser, server.uiUrl, opts);
+  await ui.page.locator('.layout').waitFor();
+  return ui.page;
+}
+
+const row = (page, taskId) => page.locator(`.qrow[data-task-id="${taskId}"]`);
+
+async function focusList(page) {
+  await page.locator('.vlist').focus();
+}
+
+/** Opens a task by keyboard from the queue: focus its row, Enter; returns ms to its content. */
+async function openByKeyboard(page, taskId) {
+  await page.locator('#f-sort').selectOption('oldest');
+  await row(page, taskId).waitFor();
+  await row(page, taskId).locator('.agent').click();
+  await focusList(page);
+  const t0 = Date.now();
+  await page.keyboard.press('Enter');
+  await page.locator('.decision-bar').waitFor();
+  return Date.now() - t0;
+}
+
+describe('the approval UI', () => {
+  test('the token moves from the address bar to session storage; the empty queue shows a first-task command with the real URL', async () => {
+    const page = await fresh();
+    assert.ok(!page.url().includes('token='), page.url());
+    const empty = page.getByTestId('empty-queue');
+    await empty.waitFor();
+    const snippet = await empty.locator('pre').innerText();
+    assert.ok(snippet.includes(`curl -s ${server.base}/a2a/inbox`), snippet);
+    assert.ok(snippet.includes('"method":"SendMessage"'), snippet);
+    // The command works as printed.
+    const cmd = JSON.parse(snippet.match(/-d '(.*)'$/s)[1]);
+    assert.equal(cmd.method, 'SendMessage');
+    // A reload keeps working without the fragment.
+    await page.reload();
+    await page.getByTestId('empty-queue').waitFor();
+  });
+
+  test('a wrong token gets a page saying so, not empty screens', async () => {
+    await ui?.close();
+    ui = await openPage(browser, `${server.base}/#token=not-the-token`);
+    ui.expectError(/^HTTP 401 GET .*\/api\/health$/);
+    await ui.page.getByRole('heading', { name: 'Countersign needs its UI token' }).waitFor();
+    assert.equal(await ui.page.evaluate(() => sessionStorage.getItem('countersign.token')), null);
+  });
+
+  test('a task sent by an A2A client appears live, with its counts', async () => {
+    const page = await fresh();
+    await page.getByTestId('empty-queue').waitFor();
+    const task = await send(server.base, 'inbox', 'May I deploy v2 to production?\nChangelog attached.');
+    assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const r = row(page, task.id);
+    await r.waitFor();
+    assert.match(await r.innerText(), /input[\s\S]*inbox[\s\S]*May I deploy v2 to production\?/);
+    assert.ok(!(await r.innerText()).includes('Changelog'), 'only the first line');
+    await until(async () => (await page.getByTestId('count-all').innerText()) === '1', 'the sidebar count');
+  });
+
+  test('approve with a comment, by keyboard; the client sees it', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'inbox', 'Approve the invoice 1042?');
+    measured.openTaskMs = await openByKeyboard(page, task.id);
+    await page.keyboard.press('a');
+    await page.locator('#d-comment').fill('Paid from the Q3 budget');
+    await page.keyboard.press('Enter');
+    const done = await until(async () => {
+      const t = await getTask(server.base, 'inbox', task.id);
+      return t.status.state === 'TASK_STATE_COMPLETED' && t;
+    }, 'the task to complete');
+    const decision = done.artifacts.find((a) => a.name === 'decision');
+    assert.deepEqual(decision.parts[0].data, { decision: 'approve', comment: 'Paid from the Q3 budget' });
+    await row(page, task.id).waitFor({ state: 'detached' });
+  });
+
+  test('reply with text, JSON data and a file; the client sees all three', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'inbox', 'Which plan should I use?');
+    await openByKeyboard(page, task.id);
+    await page.keyboard.press('r');
+    await page.locator('#d-reply').fill('Plan B, with the attached limits');
+    await page.getByLabel('Attach JSON data').check();
+    await page.locator('#d-data').fill('{"plan": "B", "maxCost": 300}');
+    await page.getByTestId('reply-files').setInputFiles({
+      name: 'limits.csv',
+      mimeType: 'text/csv',
+      buffer: Buffer.from('item,max\ncompute,200\n'),
+    });
+    await page.locator('#d-reply').focus();
+    await page.keyboard.press('Control+Enter');
+    const done = await until(async () => {
+      const t = await getTask(server.base, 'inbox', task.id);
+      return t.status.state === 'TASK_STATE_COMPLETED' && t;
+    }, 'the reply to complete the task');
+    const parts = done.status.message.parts;
+    assert.ok(parts.some((p) => p.text === 'Plan B, with the attached limits'), JSON.stringify(parts));
+    assert.ok(parts.some((p) => p.data?.plan === 'B' && p.data?.maxCost === 300), JSON.stringify(parts));
+    const file = parts.find((p) => p.filename === 'limits.csv');
+    assert.ok(file, JSON.stringify(parts));
+    assert.equal(Buffer.from(file.raw, 'base64').toString(), 'item,max\ncompute,200\n');
+  });
+
+  test('invalid JSON data is refused in the form, before anything is sent', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'inbox', 'Send the data?');
+    await openByKeyboard(page, task.id);
+    await page.keyboard.press('r');
+    await page.getByLabel('Attach JSON data').check();
+    await page.locator('#d-data').fill('{not json');
+    await page.getByRole('button', { name: /Send reply/ }).click();
+    await page.getByText('The data is not JSON').waitFor();
+    assert.equal((await getTask(server.base, 'inbox', task.id)).status.state, 'TASK_STATE_INPUT_REQUIRED');
+  });
+
+  test('reject with a reason; the client sees a rejected task', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'inbox', 'Delete the staging database?');
+    await openByKeyboard(page, task.id);
+    await page.keyboard.press('x');
+    await page.locator('#d-reason').fill('Not before the audit');
+    await page.keyboard.press('Enter');
+    const done = await until(async () => {
+      const t = await getTask(server.base, 'inbox', task.id);
+      return t.status.state === 'TASK_STATE_REJECTED' && t;
+    }, 'the task to be rejected');
+    assert.match(JSON.stringify(done.status.message), /Not before the audit/);
+  });
+
+  test('bulk approve: select all, approve, a result per task; every client sees its approval', async () => {
+    const page = await fresh();
+    const tasks = [];
+    for (const n of [1, 2, 3]) tasks.push(await send(server.base, 'ops', `Restart worker ${n}?`));
+    await page.locator('#f-agent').selectOption('ops');
+    for (const t of tasks) await row(page, t.id).waitFor();
+    await focusList(page);
+    await page.keyboard.press('Shift+A');
+    assert.equal(await page.getByTestId('selected-count').innerText(), '3 selected');
+    await page.keyboard.press('a');
+    await page.locator('#quick-text').fill('rolling restart ok');
+    await page.keyboard.press('Enter');
+    const results = page.getByTestId('bulk-results');
+    await until(async () => /Done: 3 of 3 approved/.test(await results.innerText()), 'the bulk results');
+    assert.equal(await results.locator('li.result-ok').count(), 3);
+    for (const t of tasks) {
+      const done = await getTask(server.base, 'ops', t.id);
+      assert.equal(done.status.state, 'TASK_STATE_COMPLETED');
+      assert.equal(done.artifacts.find((a) => a.name === 'decision').parts[0].data.comment, 'rolling restart ok');
+    }
+  });
+
+  test('keyboard-only triage of five tasks', async () => {
+    const page = await fresh();
+    const texts = ['Ship release 7?', 'Rotate the API keys?', 'Email the customer?', 'Scale to 10 pods?', 'Merge PR 88?'];
+    const ids = {};
+    for (const t of texts) ids[`Triage: ${t}`] = (await send(server.base, 'ops', `Triage: ${t}`)).id;
+    // Search for them, by keyboard only: / types into the search, Enter goes back to the list.
+    await page.keyboard.press('/');
+    await page.keyboard.type('Triage');
+    await page.keyboard.press('Enter');
+    await until(async () => (await page.locator('.qrow').count()) === 5, 'the five rows');
+    const heading = () => page.locator('#task-title').innerText();
+    const decided = {};
+    await page.keyboard.press('j');
+    await page.keyboard.press('k');
+    await page.keyboard.press('Enter'); // 1: approve in the task
+    await page.locator('.decision-bar .actions').waitFor();
+    let title = await heading();
+    await page.keyboard.press('a');
+    await page.keyboard.press('Enter');
+    decided[title] = 'TASK_STATE_COMPLETED';
+    // After a decision the next parked task opens. 2: reply.
+    title = await until(async () => (await heading()) !== title && (await page.locator('.decision-bar .actions').count()) && heading(), 'the next task');
+    await page.keyboard.press('r');
+    await page.keyboard.type('Do it after the freeze');
+    await page.keyboard.press('Control+Enter');
+    decided[title] = 'TASK_STATE_COMPLETED';
+    title = await until(async () => (await heading()) !== title && (await page.locator('.decision-bar .actions').count()) && heading(), 'the next task');
+    await page.keyboard.press('x'); // 3: reject with a reason
+    await page.keyboard.type('Legal has not seen it');
+    await page.keyboard.press('Enter');
+    decided[title] = 'TASK_STATE_REJECTED';
+    const replied = Object.keys(decided)[1];
+    title = await until(async () => (await heading()) !== title && (await page.locator('.decision-bar .actions').count()) && heading(), 'the next task');
+    await page.keyboard.press('Escape'); // back to the queue, on the task that was open
+    await until(async () => (await page.locator('.qrow').count()) === 2, 'two left');
+    assert.equal(await page.locator('.qrow.focused .preview').innerText(), title);
+    await page.keyboard.press('a'); // 4: approve from the queue
+    await page.locator('#quick-text').waitFor();
+    await page.keyboard.press('Enter');
+    decided[title] = 'TASK_STATE_COMPLETED';
+    await until(async () => (await page.locator('.qrow').count()) === 1, 'one left');
+    title = await page.locator('.qrow.focused .preview').innerText();
+    await page.keyboard.press('x'); // 5: reject from the queue
+    await page.locator('#quick-text').waitFor();
+    await page.keyboard.press('Enter');
+    decided[title] = 'TASK_STATE_REJECTED';
+    await page.getByText('Nothing parked matches').waitFor();
+    assert.equal(Object.keys(decided).length, 5);
+    for (const [t, state] of Object.entries(decided)) {
+      assert.equal((await getTask(server.base, 'ops', ids[t])).status.state, state, t);
+    }
+    const reply = await getTask(server.base, 'ops', ids[replied]);
+    assert.equal(reply.status.message.parts[0].text, 'Do it after the freeze');
+  });
+
+  test('a decision made elsewhere (the CLI, another window) updates the open task and the queue', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'inbox', 'Renew the TLS certificate?');
+    await openByKeyboard(page, task.id);
+    const r = await api(server, `/api/tasks/${task.id}/decision`, {
+      method: 'POST',
+      headers: { 'X-Countersign-Actor': 'cli' },
+      body: JSON.stringify({ kind: 'approve', text: 'done by hand' }),
+    });
+    assert.equal(r.status, 200);
+    await until(async () => /Decided: approve by cli/.test(await page.getByTestId('decided').innerText()), 'the decided line');
+    await page.keyboard.press('Escape');
+    await page.locator('.vlist, [data-testid=empty-queue]').first().waitFor();
+    assert.equal(await row(page, task.id).count(), 0);
+  });
+
+  test('a window that missed a decision made elsewhere is told "already decided", and nothing is decided twice', async () => {
+    await ui?.close();
+    ui = null;
+    const task = await send(server.base, 'inbox', 'Pay the contractor?');
+    // A window whose event stream is cut: it cannot hear of the other decision.
+    const lagging = await openPage(browser, server.uiUrl);
+    ui = lagging;
+    const page = lagging.page;
+    await page.route('**/api/events', (route) => route.abort());
+    await page.reload();
+    await openByKeyboard(page, task.id);
+    await page.keyboard.press('a');
+    await page.locator('#d-comment').fill('looks fine');
+    const r = await api(server, `/api/tasks/${task.id}/decision`, {
+      method: 'POST',
+      headers: { 'X-Countersign-Actor': 'cli' },
+      body: JSON.stringify({ kind: 'reject', text: 'over budget' }),
+    });
+    assert.equal(r.status, 200);
+    await page.keyboard.press('Enter');
+    const already = page.getByTestId('already-decided');
+    await already.waitFor();
+    assert.match(await already.innerText(), /Already decided: reject by cli/);
+    const detail = await api(server, `/api/tasks/${task.id}`);
+    assert.equal(detail.body.decisions.length, 1);
+    assert.equal((await getTask(server.base, 'inbox', task.id)).status.state, 'TASK_STATE_REJECTED');
+    // The cut stream shows up as console errors of the aborted requests: expected here.
+    await lagging.close();
+    ui = null;
+  });
+
+  test('an auth-required task: the sign-in link is found and Continue moves the task on', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'demo', 'Deploy it', { messageId: `auth-${Date.now()}` });
+    assert.equal(task.status.state, 'TASK_STATE_AUTH_REQUIRED');
+    await openByKeyboard(page, task.id);
+    const link = page.getByRole('button', { name: /Open sign-in link/ });
+    assert.equal(await link.isEnabled(), true);
+    const popup = page.waitForEvent('popup');
+    await page.keyboard.press('o');
+    const opened = await popup;
+    assert.match(opened.url(), /^https:\/\/login\.example\.com\/authorize\?client=countersign|^about:blank|^chrome-error/);
+    await opened.close();
+    await page.keyboard.press('c');
+    await until(async () => (await getTask(server.base, 'demo', task.id)).status.state !== 'TASK_STATE_AUTH_REQUIRED', 'the task to move on');
+  });
+
+  test('artifacts: markdown with a highlighted code block and a table, a JSON tree, an inline image, a downloadable file', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'demo', 'Write the deployment report', { messageId: `rich-${Date.now()}` });
+    assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    await openByKeyboard(page, task.id);
+    const report = page.locator('.artifact', { hasText: 'report.md' });
+    await report.locator('table').waitFor();
+    assert.equal(await report.locator('h1').innerText(), 'Deployment report');
+    assert.ok((await report.locator('code .tok-keyword').allInnerTexts()).includes('def'));
+    assert.ok((await report.locator('code .tok-comment').allInnerTexts()).includes('# ramp slowly'));
+    const metrics = page.locator('.artifact', { hasText: 'metrics' });
+    await metrics.getByText('"eu-west"').waitFor();
+    assert.match(await metrics.innerText(), /errors: 0\.002/);
+    const img = page.locator('.artifact img[alt="latency.png"]');
+    await img.waitFor();
+    await until(() => img.evaluate((el) => el.complete && el.naturalWidth === 96), 'the image to load');
+    assert.match(await img.getAttribute('src'), /^blob:/);
+    const logs = page.locator('.artifact', { hasText: 'deploy.log' });
+    assert.match(await logs.innerText(), /deploy\.log[\s\S]*text\/plain · 47 B/);
+    const download = page.waitForEvent('download');
+    await logs.getByRole('button', { name: 'Download' }).click();
+    const file = await download;
+    assert.equal(file.suggestedFilename(), 'deploy.log');
+    assert.equal(readFileSync(await file.path(), 'utf8'), '2026-01-01 deploy started\n2026-01-01 deploy ok\n');
+    // The task screen scrolls inside the page: one shot at the top, one at the end.
+    await page.evaluate(() => document.querySelector('.screen.task').scrollTo(0, 0));
+    await page.screenshot({ path: join(output, 'task-artifacts.png') });
+    await page.evaluate(() => document.querySelector('.screen.task').scrollTo(0, 1e6));
+    await page.screenshot({ path: join(output, 'task-artifacts-end.png') });
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.evaluate(() => document.querySelector('.screen.task').scrollTo(0, 0));
+    await page.screenshot({ path: join(output, 'task-artifacts-dark.png') });
+  });
+
+  test('the XSS corpus, from caller and agent, renders with no script run and no CSP violation', async () => {
+    const corpus = xssCorpus();
+    assert.ok(corpus.length >= 100, `${corpus.length} vectors`);
+    const ids = [];
+    // As the caller's markdown, as text/plain and text/html parts, as data
+    // and as file names, to a person (parked)...
+    const parts = corpus.map((text) => ({ text }));
+    ids.push((await send(server.base, 'inbox', parts)).id);
+    ids.push(
+      (await send(server.base, 'inbox', corpus.map((text, i) => ({ text, mediaType: i % 2 ? 'text/html' : 'text/plain' })))).id,
+    );
+    ids.push(
+      (
+        await send(server.base, 'inbox', [
+          { data: { vectors: corpus } },
+          ...corpus.slice(0, 60).map((v, i) => ({ raw: Buffer.from('x').toString('base64'), filename: v, mediaType: i % 2 ? 'application/pdf' : 'text/html' })),
+        ])
+      ).id,
+    );
+    // ...and echoed back by an agent (agent message and status).
+    const echoed = await send(server.base, 'demo', corpus.slice(0, 60).map((text) => ({ text })), { messageId: `xss-${Date.now()}` });
+    ids.push(echoed.id);
+    const page = await fresh();
+    for (const id of ids) {
+      await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), id);
+      await page.locator('.conversation .msg').first().waitFor();
+      await page.waitForTimeout(300);
+      const bad = await page.evaluate(() => {
+        const out = [];
+        for (const el of document.querySelectorAll('.content *, .data-part *, .file *')) {
+          for (const a of el.attributes) {
+            if (/^on/i.test(a.name)) out.push(`${el.tagName} ${a.name}`);
+            if (/^(href|src|action|formaction|xlink:href)$/i.test(a.name) && /^\s*(javascript|vbscript|data):/i.test(a.value))
+              out.push(`${el.tagName} ${a.name}=${a.value}`);
+          }
+          if (/^(SCRIPT|IFRAME|OBJECT|EMBED|STYLE|FORM|SVG|MATH|BASE|META|LINK)$/i.test(el.tagName)) out.push(el.tagName);
+        }
+        return out;
+      });
+      assert.deepEqual(bad, [], `active content in task ${id}`);
+      const p = await ui.problems();
+      assert.deepEqual(p.alerts, [], `alert ran in task ${id}`);
+      assert.deepEqual(p.csp, [], `CSP violation in task ${id}`);
+    }
+    // The text of the attacks stays visible as text.
+    await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), ids[0]);
+    await page.getByText('<script>alert(1)</script>').first().waitFor();
+  });
+
+  test('history lists the decisions and exports them as JSON Lines and CSV', async () => {
+    const page = await fresh();
+    await page.keyboard.press('g');
+    await page.keyboard.press('h');
+    await page.getByRole('heading', { name: 'History' }).waitFor();
+    await until(async () => (await page.getByTestId('history-row').count()) >= 10, 'history rows');
+    assert.match(await page.locator('table.grid').innerText(), /reject[\s\S]*Not before the audit/);
+    await page.screenshot({ path: join(output, 'history.png') });
+    const jsonl = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Export JSON Lines' }).click();
+    const j = await jsonl;
+    assert.equal(j.suggestedFilename(), 'countersign-history.jsonl');
+    const lines = readFileSync(await j.path(), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(lines.length >= 10);
+    assert.ok(lines.some((l) => JSON.stringify(l).includes('Paid from the Q3 budget')));
+    const csvDl = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Export CSV' }).click();
+    const c = await csvDl;
+    assert.equal(c.suggestedFilename(), 'countersign-history.csv');
+    const csv = readFileSync(await c.path(), 'utf8');
+    assert.ok(csv.split('\n').length > 10);
+    assert.match(csv, /Not before the audit/);
+    // Filters narrow the list.
+    await page.locator('#h-search').fill('invoice');
+    await until(async () => (await page.getByTestId('history-row').count()) === 1, 'one matching row');
+  });
+
+  test('agents & peers: endpoints with copy buttons, a peer previewed then added with its card, a subscription URL and token', async () => {
+    const peerServer = await startServer();
+    try {
+      const page = await fresh();
+      await page.keyboard.press('g');
+      await page.keyboard.press('a');
+      const inbox = page.getByTestId('agent-inbox');
+      await inbox.waitFor();
+      assert.match(await inbox.innerText(), new RegExp(`${server.base}/a2a/inbox`));
+      await inbox.getByRole('button', { name: /Show card/ }).click();
+      await inbox.getByText('"Inbox"').first().waitFor();
+      await page.getByTestId('peer-url').fill(`${peerServer.base}/a2a/ops`);
+      await page.getByLabel('Id (optional)').fill('ops-two');
+      // The card is read and shown first; nothing is stored yet.
+      await page.getByRole('button', { name: 'Read its card' }).click();
+      const preview = page.getByTestId('peer-preview');
+      await preview.waitFor();
+      assert.match(await preview.innerText(), /^Ops/);
+      assert.equal((await api(server, '/api/peers')).body.peers.length, 0);
+      await page.getByRole('button', { name: 'Add this peer' }).click();
+      const added = page.getByTestId('peer-added');
+      await added.waitFor();
+      assert.match(await added.innerText(), /Added ops/i);
+      const card = page.getByTestId('peer-ops-two');
+      await card.waitFor();
+      await card.getByRole('button', { name: 'Check now' }).click();
+      await card.getByText('reachable').waitFor();
+      await card.getByRole('button', { name: 'New webhook subscription' }).click();
+      const sub = card.getByTestId('subscription');
+      await sub.waitFor();
+      assert.match(await sub.innerText(), new RegExp(`${server.base}/webhooks/`));
+      const peers = await api(server, '/api/peers');
+      assert.ok(peers.body.peers.some((p) => p.id === 'ops-two'));
+      await page.screenshot({ path: join(output, 'agents.png'), fullPage: true });
+    } finally {
+      await peerServer.stop();
+    }
+  });
+
+  test('chains: a config rule is read-only, an API rule is added, edited, disabled and removed; gated hops are released and dropped', async () => {
+    const page = await fresh();
+    await page.keyboard.press('g');
+    await page.keyboard.press('c');
+    await page.getByRole('heading', { name: 'Chains' }).waitFor();
+    const fromConfig = page.getByTestId('chain-notify-ci');
+    await fromConfig.waitFor();
+    assert.match(await fromConfig.innerText(), /from config[\s\S]*agent ops → completed[\s\S]*push to https:\/\/hooks\.example\.com\/ci/);
+    assert.equal(await fromConfig.getByRole('button', { name: 'Edit' }).count(), 0);
+
+    // Add: keyboard n opens the form.
+    await page.keyboard.press('n');
+    await page.getByTestId('chain-id').fill('tell-the-channel');
+    await page.getByLabel('Gate: hold each hop for me to release').check();
+    await page.getByLabel('rejected').check();
+    await page.getByTestId('chain-url').fill('http://127.0.0.1:9/channel');
+    await page.getByLabel('Auth scheme').fill('Bearer');
+    await page.getByLabel('Token').fill('channel-token');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    const added = page.getByTestId('chain-tell-the-channel');
+    await added.waitFor();
+    let rules = (await api(server, '/api/chains')).body.rules;
+    let rule = rules.find((r) => r.id === 'tell-the-channel');
+    assert.equal(rule.source, 'api');
+    assert.equal(rule.gate, true);
+    assert.deepEqual(rule.trigger.states.sort(), ['completed', 'rejected']);
+    assert.equal(rule.action.url, 'http://127.0.0.1:9/channel');
+
+    // An invalid rule is refused with the server's message.
+    ui.expectError(/^HTTP 400 POST .*\/api\/chains$/);
+    await page.keyboard.press('n');
+    await page.getByTestId('chain-url').fill('ftp://127.0.0.1/x');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    await page.locator('.chain-form .error').waitFor();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+
+    // Edit, disable, remove.
+    await added.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('Gate: hold each hop for me to release').uncheck();
+    await page.getByRole('button', { name: 'Save rule' }).click();
+    await until(async () => (await api(server, '/api/chains')).body.rules.find((r) => r.id === 'tell-the-channel')?.gate === false, 'the edit');
+    await added.getByLabel('Rule tell-the-channel enabled').uncheck();
+    await until(async () => (await api(server, '/api/chains')).body.rules.find((r) => r.id === 'tell-the-channel')?.enabled === false, 'disabled');
+    await added.getByRole('button', { name: 'Remove' }).click();
+    await added.getByRole('button', { name: 'Really remove' }).click();
+    await added.waitFor({ state: 'detached' });
+    rules = (await api(server, '/api/chains')).body.rules;
+    assert.ok(!rules.some((r) => r.id === 'tell-the-channel'));
+
+    // Completed ops tasks (bulk approve, triage) each hold a gated hop.
+    const gated = page.locator('tr[data-testid^="hop-"]', { hasText: 'gated' });
+    await until(async () => (await gated.count()) >= 2, 'gated hops');
+    const first = await gated.first().getAttribute('data-testid');
+    await gated.first().getByRole('button', { name: 'Release' }).click();
+    const second = await until(async () => {
+      const id = await gated.first().getAttribute('data-testid');
+      return id !== first && id;
+    }, 'the released hop to leave the gated ones');
+    await page.getByTestId(second).getByRole('button', { name: 'Drop' }).click();
+    const hops = async () => (await api(server, '/api/chains/hops?limit=50')).body.hops;
+    await until(async () => (await hops()).find((h) => `hop-${h.id}` === second)?.state === 'dropped', 'the drop');
+    const released = (await hops()).find((h) => `hop-${h.id}` === first);
+    assert.notEqual(released.state, 'gated');
+    await page.getByTestId(second).getByText('dropped', { exact: true }).waitFor();
+    await page.screenshot({ path: join(output, 'chains.png') });
+    // The task the hop came from shows it as a chain link.
+    await page.getByTestId(second).locator('td').nth(2).getByRole('button').click();
+    await page.getByTestId('chain-links').waitFor();
+    assert.match(await page.getByTestId('chain-links').innerText(), /rule notify-ci · dropped/);
+  });
+
+  test('settings are saved by the server and the theme applies at once', async () => {
+    const page = await fresh();
+    await page.keyboard.press('g');
+    await page.keyboard.press('s');
+    await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    await page.getByTestId('set-webhook').fill('https://hooks.example.com');
+    await page.getByLabel('Dark').check();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('settings-saved').waitFor();
+    const saved = await api(server, '/api/settings');
+    assert.equal(saved.body.settings.webhookPublicUrl, 'https://hooks.example.com');
+    assert.equal(saved.body.settings.theme, 'dark');
+    await page.getByLabel('Follow the system').check();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await until(async () => (await api(server, '/api/settings')).body.settings.theme === 'system', 'theme saved');
+  });
+
+  test('? shows every key; the queue works at 1024×640', async () => {
+    const page = await fresh({ width: 1024, height: 640 });
+    for (let i = 0; i < 4; i++) await send(server.base, 'inbox', `Small screen check ${i}: may I proceed with the rollout?`);
+    await until(async () => (await page.locator('.qrow').count()) >= 4, 'rows');
+    await page.keyboard.press('?');
+    const dialog = page.getByRole('dialog', { name: 'Keys' });
+    await dialog.waitFor();
+    for (const k of ['j / k', 'Enter', 'a', 'r', 'x', '/', 'g q', 'g h', '?']) {
+      assert.ok(await dialog.locator('kbd', { hasText: k }).count(), k);
+    }
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+    assert.equal(overflow, false, 'no horizontal scroll at 1024×640');
+    await focusList(page);
+    await page.keyboard.press('j');
+    await page.screenshot({ path: join(output, 'queue.png') });
+  });
+
+  test('after the server restarts, the UI reconnects and resyncs without duplicates', async () => {
+    const page = await fresh();
+    const before = await send(server.base, 'inbox', 'Before the restart');
+    await row(page, before.id).waitFor();
+    const port = new URL(server.base).port;
+    await server.stop();
+    await until(async () => /Reconnecting/.test(await page.locator('.conn').innerText()), 'the UI to notice');
+    server = await startServer({ dataDir: server.dataDir, bind: `127.0.0.1:${port}` });
+    const afterTask = await send(server.base, 'inbox', 'While the UI was reconnecting');
+    await until(async () => /Live/.test(await page.locator('.conn').innerText()), 'the stream to come back', 30_000);
+    await row(page, afterTask.id).waitFor();
+    const ids = await page.locator('.qrow').evaluateAll((rows) => rows.map((r) => r.dataset.taskId));
+    assert.equal(new Set(ids).size, ids.length, 'no duplicate rows');
+    assert.ok(ids.includes(before.id));
+  });
+});

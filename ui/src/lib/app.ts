@@ -1,0 +1,117 @@
+/**
+ * The running UI: one Api, the stores, the event stream wired to them, and
+ * the route. Components get everything from here; none of them fetches.
+ */
+import { get, writable, type Readable, type Writable } from 'svelte/store';
+import type { Api, ApiEvent } from './api';
+import { createChains, type ChainsStore } from './chains';
+import { createHistory, type HistoryStore } from './history';
+import { createPeers, type PeersStore } from './peers';
+import { createQueue, type QueueStore } from './queue';
+import { createSettings, type SettingsStore } from './settings';
+import { createTask, type TaskStore } from './task';
+import { createNotifier } from './notify';
+
+export type Screen = 'queue' | 'task' | 'history' | 'agents' | 'chains' | 'settings';
+
+export interface Route {
+  screen: Screen;
+  taskId?: string;
+}
+
+/** `#/queue`, `#/task/ID`, `#/history`, … */
+export function parseRoute(hash: string): Route {
+  const m = /^#\/([a-z]+)(?:\/(.+))?$/.exec(hash);
+  if (!m) return { screen: 'queue' };
+  const screen = m[1] as Screen;
+  if (screen === 'task' && m[2]) return { screen, taskId: decodeURIComponent(m[2]) };
+  if (['queue', 'history', 'agents', 'chains', 'settings'].includes(screen)) return { screen };
+  return { screen: 'queue' };
+}
+
+export function routeHash(r: Route): string {
+  return r.screen === 'task' && r.taskId ? `#/task/${encodeURIComponent(r.taskId)}` : `#/${r.screen}`;
+}
+
+export interface App {
+  api: Api;
+  queue: QueueStore;
+  task: TaskStore;
+  history: HistoryStore;
+  peers: PeersStore;
+  chains: ChainsStore;
+  settings: SettingsStore;
+  connected: Readable<boolean>;
+  /** A one-line note for the next screen ("Approved … (delivered)"). */
+  notice: Writable<string | null>;
+  /** Ticks every few seconds, for live ages. */
+  now: Readable<number>;
+  /** Starts the event stream; returns a function that stops it. */
+  start(): () => void;
+  /** Events seen since start (for the status line and tests). */
+  dispatch(ev: ApiEvent): void;
+  resync(): void;
+}
+
+export function createApp(api: Api): App {
+  const queue = createQueue(api);
+  const task = createTask(api);
+  const history = createHistory(api);
+  const peers = createPeers(api);
+  const chains = createChains(api);
+  const settings = createSettings(api);
+  const connected = writable(false);
+  const now = writable(Date.now());
+  const notice = writable<string | null>(null);
+  const notifier = createNotifier();
+
+  let historyTimer: ReturnType<typeof setTimeout> | null = null;
+  function dispatch(ev: ApiEvent): void {
+    queue.onEvent(ev);
+    task.onEvent(ev);
+    chains.onEvent(ev);
+    notifier.onEvent(ev, get(settings).settings);
+    // A task leaving the queue may be a decision made elsewhere: the
+    // history gains a row.
+    if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state) && !historyTimer) {
+      historyTimer = setTimeout(() => {
+        historyTimer = null;
+        void history.load();
+      }, 300);
+    }
+  }
+
+  function resync(): void {
+    void queue.resync();
+    void task.reload();
+    if (get(history).loaded) void history.load();
+    if (get(chains).loaded && !get(chains).unavailable) void chains.loadHops();
+  }
+
+  return {
+    api,
+    queue,
+    task,
+    history,
+    peers,
+    chains,
+    settings,
+    connected,
+    notice,
+    now,
+    dispatch,
+    resync,
+    start() {
+      const stop = api.subscribe({
+        onEvent: dispatch,
+        onResync: resync,
+        onStatus: (c) => connected.set(c),
+      });
+      const tick = setInterval(() => now.set(Date.now()), 5000);
+      return () => {
+        stop();
+        clearInterval(tick);
+      };
+    },
+  };
+}

@@ -1,0 +1,86 @@
+/** Small presentation helpers: ages, times, sizes. No HTML. */
+
+export function age(fromMs: number, nowMs: number): string {
+  const s = Math.max(0, Math.floor((nowMs - fromMs) / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h}h`;
+  return `${Math.floor(h / 24)}d`;
+}
+
+export function time(ms: number | string | null | undefined): string {
+  if (ms === null || ms === undefined || ms === '') return '';
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return String(ms);
+  return d.toLocaleString(undefined, {
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
+}
+
+export function size(bytes: number | null | undefined): string {
+  if (bytes === null || bytes === undefined) return 'size unknown';
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+export function stateLabel(state: string): string {
+  const s = state.startsWith('TASK_STATE_') ? state.slice(11).toLowerCase().replace(/_/g, '-') : state;
+  if (s === 'input-required') return 'input';
+  if (s === 'auth-required') return 'auth';
+  return s;
+}
+
+/** base64 of a file's bytes, for decisions with attachments. */
+export async function fileToBase64(file: Blob): Promise<string> {
+  const buf = new Uint8Array(await file.arrayBuffer());
+  let bin = '';
+  const chunk = 0x8000;
+  for (let i = 0; i < buf.length; i += chunk) {
+    bin += String.fromCharCode(...buf.subarray(i, i + chunk));
+  }
+  return btoa(bin);
+}
+
+/** Saves a blob as a download without navigating away. */
+export function download(blob: Blob, filename: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = filename;
+  a.rel = 'noopener';
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export async function copy(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    // Clipboard API refused (not a secure context): select-and-copy fallback.
+    const ta = document.createElement('textarea');
+    ta.value = text;
+    ta.setAttribute('readonly', '');
+    ta.className = 'offscreen';
+    document.body.appendChild(ta);
+    ta.select();
+    let ok = false;
+    try {
+      ok = document.execCommand('copy');
+    } catch {
+      ok = false;
+    }
+    ta.remove();
+    return ok;
+  }
+}

@@ -1,0 +1,92 @@
+/** Decided turns, newest first, with filters and export. */
+import { get, writable, type Readable } from 'svelte/store';
+import type { Api, HistoryItem } from './api';
+
+export interface HistoryState {
+  items: HistoryItem[];
+  nextCursor: string | null;
+  agent: string;
+  q: string;
+  loading: boolean;
+  error: string | null;
+  cursor: number;
+  /** Loaded at least once (the screen was opened). */
+  loaded: boolean;
+}
+
+export interface HistoryStore extends Readable<HistoryState> {
+  load(): Promise<void>;
+  loadMore(): Promise<void>;
+  setFilter(f: { agent?: string; q?: string }): Promise<void>;
+  exportAs(format: 'jsonl' | 'csv'): Promise<{ blob: Blob; filename: string }>;
+  move(delta: number): void;
+}
+
+export function createHistory(api: Api): HistoryStore {
+  const store = writable<HistoryState>({
+    items: [],
+    nextCursor: null,
+    agent: '',
+    q: '',
+    loading: false,
+    error: null,
+    cursor: 0,
+    loaded: false,
+  });
+  const { subscribe, update } = store;
+  let generation = 0;
+
+  async function load(): Promise<void> {
+    const gen = ++generation;
+    const s = get(store);
+    update((x) => ({ ...x, loading: true, error: null }));
+    try {
+      const page = await api.history({ agent: s.agent || undefined, q: s.q || undefined, limit: 200 });
+      if (gen !== generation) return;
+      update((x) => ({ ...x, items: page.items, nextCursor: page.nextCursor ?? null, loading: false, loaded: true }));
+    } catch (e) {
+      if (gen !== generation) return;
+      update((x) => ({ ...x, loading: false, error: (e as Error).message }));
+    }
+  }
+
+  return {
+    subscribe,
+    load,
+    async loadMore() {
+      const s = get(store);
+      if (!s.nextCursor || s.loading) return;
+      const gen = generation;
+      update((x) => ({ ...x, loading: true }));
+      try {
+        const page = await api.history({
+          agent: s.agent || undefined,
+          q: s.q || undefined,
+          limit: 200,
+          cursor: s.nextCursor,
+        });
+        if (gen !== generation) return;
+        update((x) => ({
+          ...x,
+          items: x.items.concat(page.items),
+          nextCursor: page.nextCursor ?? null,
+          loading: false,
+        }));
+      } catch (e) {
+        update((x) => ({ ...x, loading: false, error: (e as Error).message }));
+      }
+    },
+    async setFilter(f) {
+      update((x) => ({ ...x, ...f, cursor: 0 }));
+      await load();
+    },
+    async exportAs(format) {
+      const s = get(store);
+      const blob = await api.exportHistory(format, { agent: s.agent || undefined, q: s.q || undefined });
+      return { blob, filename: `countersign-history.${format}` };
+    },
+    move(delta) {
+      update((x) => ({ ...x, cursor: Math.max(0, Math.min(x.cursor + delta, x.items.length - 1)) }));
+    },
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * Tells the person a task is waiting, as their settings ask: a browser
+ * notification (the desktop shell shows OS notifications itself). Only for
+ * tasks newly parked while the UI runs, never for what was already there.
+ */
+import type { ApiEvent, Settings } from './api';
+
+const PARKED = /INPUT_REQUIRED|AUTH_REQUIRED/;
+
+export interface Notifier {
+  onEvent(ev: ApiEvent, settings: Settings): void;
+}
+
+type NotificationCtor = {
+  new (title: string, opts?: { body?: string; tag?: string; silent?: boolean }): unknown;
+  permission: string;
+};
+
+export function createNotifier(
+  ctor: NotificationCtor | undefined = (globalThis as { Notification?: NotificationCtor }).Notification,
+  isHidden: () => boolean = () => document.hidden,
+): Notifier {
+  const told = new Set<string>();
+  return {
+    onEvent(ev, s) {
+      if (!ctor || ctor.permission !== 'granted' || !s.notifications.enabled) return;
+      if (!ev.taskId || !ev.state || !PARKED.test(ev.state) || ev.kind !== 'task' && ev.kind !== 'statusUpdate') return;
+      if (s.notifications.onlyWhenHidden && !isHidden()) return;
+      if (ev.agentId && s.notifications.mutedAgents?.includes(ev.agentId)) return;
+      const key = `${ev.taskId}:${ev.state}`;
+      if (told.has(key)) return;
+      told.add(key);
+      const what = /AUTH/.test(ev.state) ? 'asks you to sign in' : 'waits for your decision';
+      new ctor('Countersign', { body: `${ev.agentId ?? 'An agent'} ${what}`, tag: ev.taskId, silent: !s.notifications.sound });
+    },
+  };
+}
+
+/** Asks for permission, from a click (browsers allow it only then). */
+export async function askPermission(): Promise<string> {
+  const n = (globalThis as { Notification?: { requestPermission?: () => Promise<string>; permission?: string } }).Notification;
+  if (!n?.requestPermission) return 'unsupported';
+  try {
+    return await n.requestPermission();
+  } catch {
+    return n.permission ?? 'denied';
+  }
+}

@@ -1,0 +1,97 @@
+/** Served agents and peers (remote agents), with their subscriptions. */
+import { writable, type Readable } from 'svelte/store';
+import type { Agent, Api, NewPeer, OutboxItem, Peer, PeerSubscription } from './api';
+
+export interface PeersState {
+  agents: Agent[];
+  peers: Peer[];
+  outbox: OutboxItem[];
+  /** Health per peer id: `ok`, or the error of the last card refresh. */
+  health: Record<string, { ok: boolean; message: string; atMs: number }>;
+  subscriptions: Record<string, PeerSubscription>;
+  loading: boolean;
+  error: string | null;
+}
+
+export interface PeersStore extends Readable<PeersState> {
+  load(): Promise<void>;
+  preview(p: NewPeer): Promise<Record<string, unknown>>;
+  add(p: NewPeer): Promise<Peer>;
+  remove(id: string): Promise<void>;
+  refresh(id: string): Promise<void>;
+  subscribePeer(id: string): Promise<PeerSubscription>;
+  retryDelivery(id: string): Promise<void>;
+}
+
+export function createPeers(api: Api): PeersStore {
+  const store = writable<PeersState>({
+    agents: [],
+    peers: [],
+    outbox: [],
+    health: {},
+    subscriptions: {},
+    loading: false,
+    error: null,
+  });
+  const { subscribe, update } = store;
+
+  async function load(): Promise<void> {
+    update((s) => ({ ...s, loading: true, error: null }));
+    try {
+      const [{ agents }, { peers }, { items }] = await Promise.all([api.agents(), api.peers(), api.outbox(false)]);
+      update((s) => ({ ...s, agents, peers, outbox: items, loading: false }));
+    } catch (e) {
+      update((s) => ({ ...s, loading: false, error: (e as Error).message }));
+    }
+  }
+
+  return {
+    subscribe,
+    load,
+    async preview(p) {
+      return (await api.previewPeer(p)).card;
+    },
+    async add(p) {
+      const { peer } = await api.addPeer(p);
+      update((s) => ({
+        ...s,
+        peers: s.peers.filter((x) => x.id !== peer.id).concat(peer),
+        health: { ...s.health, [peer.id]: { ok: true, message: 'card read', atMs: Date.now() } },
+      }));
+      return peer;
+    },
+    async remove(id) {
+      await api.removePeer(id);
+      update((s) => ({ ...s, peers: s.peers.filter((x) => x.id !== id) }));
+    },
+    async refresh(id) {
+      try {
+        const { peer } = await api.refreshPeer(id);
+        update((s) => ({
+          ...s,
+          peers: s.peers.map((x) => (x.id === id ? peer : x)),
+          health: { ...s.health, [id]: { ok: true, message: 'card read', atMs: Date.now() } },
+        }));
+      } catch (e) {
+        update((s) => ({
+          ...s,
+          health: { ...s.health, [id]: { ok: false, message: (e as Error).message, atMs: Date.now() } },
+        }));
+      }
+    },
+    async retryDelivery(id) {
+      try {
+        await api.retryDelivery(id);
+        const { items } = await api.outbox(false);
+        update((s) => ({ ...s, outbox: items, error: null }));
+      } catch (e) {
+        update((s) => ({ ...s, error: (e as Error).message }));
+      }
+    },
+    async subscribePeer(id) {
+      const sub = await api.subscribePeer(id);
+      update((s) => ({ ...s, subscriptions: { ...s.subscriptions, [id]: sub } }));
+      return sub;
+    },
+  };
+}

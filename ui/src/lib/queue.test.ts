@@ -1,0 +1,165 @@
+import { describe, expect, it } from 'vitest';
+import { get } from 'svelte/store';
+import { Api } from './api';
+import { createQueue, REFRESH_DEBOUNCE_MS } from './queue';
+import { MockTransport, json, tick, turn } from '../test/mock';
+
+function server(items: ReturnType<typeof turn>[]) {
+  const state = { items };
+  const m = new MockTransport().on('GET', /^\/api\/queue/, (_b, path) => {
+    const u = new URL(path, 'http://x');
+    const st = u.searchParams.get('state');
+    const limit = Number(u.searchParams.get('limit') ?? 50);
+    const cursor = Number(u.searchParams.get('cursor') ?? 0);
+    let list = state.items.filter((t) => !st || t.state === st);
+    if (u.searchParams.get('sort') === 'newest') list = [...list].sort((a, b) => b.openedMs - a.openedMs);
+    const page = list.slice(cursor, cursor + limit);
+    const counts: Record<string, number> = {};
+    for (const t of state.items) counts[t.agentId] = (counts[t.agentId] ?? 0) + 1;
+    return json(200, {
+      items: page,
+      total: list.length,
+      counts,
+      ...(cursor + limit < list.length ? { nextCursor: String(cursor + limit) } : {}),
+    });
+  });
+  return { m, state };
+}
+
+describe('queue store', () => {
+  it('loads parked turns with counts per agent and per state', async () => {
+    const { m } = server([turn('a', 1), turn('b', 2, { agentId: 'ops', state: 'auth-required' })]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    const s = get(q);
+    expect(s.items.map((t) => t.taskId)).toEqual(['b', 'a']);
+    expect(s.total).toBe(2);
+    expect(s.counts).toEqual({ inbox: 1, ops: 1 });
+    expect(s.stateCounts).toEqual({ 'input-required': 1, 'auth-required': 1 });
+  });
+
+  it('pages in more rows without duplicates', async () => {
+    const items = Array.from({ length: 1200 }, (_, i) => turn(`t${i}`, i));
+    const { m } = server(items);
+    const q = createQueue(new Api(m));
+    await q.setFilter({ sort: 'oldest' });
+    expect(get(q).items).toHaveLength(500);
+    await q.loadMore();
+    await q.loadMore();
+    await q.loadMore();
+    const s = get(q);
+    expect(s.items).toHaveLength(1200);
+    expect(new Set(s.items.map((t) => t.taskId)).size).toBe(1200);
+    expect(s.nextCursor).toBeNull();
+  });
+
+  it('shows a newly parked task live and drops one decided elsewhere', async () => {
+    const { m, state } = server([turn('a', 1), turn('b', 2)]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    state.items = [...state.items, turn('c', 3)];
+    q.onEvent({ taskId: 'c', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'b', 'a']);
+    expect(get(q).total).toBe(3);
+    q.onEvent({ taskId: 'b', seq: 4, kind: 'statusUpdate', state: 'TASK_STATE_COMPLETED' });
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'a']);
+    expect(get(q).total).toBe(2);
+    expect(get(q).counts).toEqual({ inbox: 3 - 1 });
+  });
+
+  it('gathers a burst of events into one re-read', async () => {
+    const { m, state } = server([]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    const before = m.calls.length;
+    for (let i = 0; i < 20; i++) {
+      state.items.push(turn(`n${i}`, i));
+      q.onEvent({ taskId: `n${i}`, seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    }
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    expect(get(q).items).toHaveLength(20);
+    // One page plus the two state totals.
+    expect(m.calls.length - before).toBe(3);
+  });
+
+  it('keeps the focused task focused when rows arrive above it, and after a resync', async () => {
+    const { m, state } = server([turn('a', 1), turn('b', 2)]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    q.focusTask('a');
+    expect(q.focused()?.taskId).toBe('a');
+    state.items.push(turn('c', 3));
+    q.onEvent({ taskId: 'c', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    expect(q.focused()?.taskId).toBe('a');
+    await q.resync();
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'b', 'a']);
+  });
+
+  it('moves, selects and decides in bulk with one result per task', async () => {
+    const { m } = server([turn('a', 1), turn('b', 2), turn('c', 3)]);
+    m.on('POST', '/api/tasks/a/decision', { decision: { id: 'd1', kind: 'approve', delivery: 'delivered' } })
+      .on('POST', '/api/tasks/b/decision', () =>
+        json(409, { error: { message: 'already decided: reject by cli' }, decision: { id: 'd0', kind: 'reject', actor: 'cli' } }),
+      )
+      .on('POST', '/api/tasks/c/decision', () => json(500, { error: { message: 'storage failure' } }));
+    const q = createQueue(new Api(m));
+    await q.load();
+    q.move(1);
+    expect(q.focused()?.taskId).toBe('b');
+    q.move(-5);
+    expect(q.focused()?.taskId).toBe('c');
+    q.selectAll();
+    expect(get(q).selected.size).toBe(3);
+    const results = await q.decideMany(['a', 'b', 'c'], { kind: 'approve', text: 'ok' });
+    const by = Object.fromEntries(results.map((r) => [r.taskId, r.outcome]));
+    expect(by).toEqual({ a: 'ok', b: 'already', c: 'error' });
+    expect(results.find((r) => r.taskId === 'c')?.message).toBe('storage failure');
+    // Decided and already-decided rows leave; the failed one stays, selected.
+    const s = get(q);
+    expect(s.items.map((t) => t.taskId)).toEqual(['c']);
+    expect([...s.selected]).toEqual(['c']);
+    expect(s.bulk?.running).toBe(false);
+    const posts = m.calls.filter((c) => c.method === 'POST');
+    expect(posts.map((c) => c.body)).toEqual([
+      { kind: 'approve', text: 'ok' },
+      { kind: 'approve', text: 'ok' },
+      { kind: 'approve', text: 'ok' },
+    ]);
+  });
+
+  it('a page read before a task left does not bring it back', async () => {
+    const { m, state } = server([turn('a', 1), turn('b', 2)]);
+    let hold: (() => void) | null = null;
+    const q = createQueue(new Api(m));
+    await q.load();
+    // The next queue read is slow and answers with the old state.
+    const old = [...state.items, turn('c', 3)];
+    m.on('GET', /^\/api\/queue\?sort/, () => new Promise((r) => (hold = () => r(json(200, { items: old, total: 3, counts: { inbox: 3 } })))));
+    state.items.push(turn('c', 3));
+    q.onEvent({ taskId: 'c', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    // Meanwhile b is decided and leaves.
+    q.onEvent({ taskId: 'b', seq: 5, kind: 'statusUpdate', state: 'TASK_STATE_COMPLETED' });
+    hold!();
+    await tick(10);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'a']);
+    // Parked again later, it comes back.
+    m.on('GET', /^\/api\/queue\?sort/, { items: [turn('b', 9), turn('c', 3), turn('a', 1)], total: 3, counts: { inbox: 3 } });
+    q.onEvent({ taskId: 'b', seq: 9, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['b', 'c', 'a']);
+  });
+
+  it('reports a failed load and recovers', async () => {
+    const m = new MockTransport().on('GET', /^\/api\/queue/, () => json(0, null));
+    const q = createQueue(new Api(m));
+    await q.load();
+    expect(get(q).error).toBe('Countersign cannot be reached');
+    m.on('GET', /^\/api\/queue/, { items: [turn('a', 1)], total: 1, counts: { inbox: 1 } });
+    await q.load();
+    expect(get(q).error).toBeNull();
+    expect(get(q).items).toHaveLength(1);
+  });
+});

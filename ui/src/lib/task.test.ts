@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { get } from 'svelte/store';
+import { Api } from './api';
+import { createTask } from './task';
+import { MockTransport, json, tick, turn } from '../test/mock';
+
+function detail(id: string, parked = true) {
+  return {
+    task: { id, contextId: 'ctx', status: { state: parked ? 'TASK_STATE_INPUT_REQUIRED' : 'TASK_STATE_COMPLETED' } },
+    agentId: 'inbox',
+    dialect: 'v1',
+    turns: [turn(id, 1)],
+    decisions: [],
+    ...(parked ? { openTurn: turn(id, 1) } : {}),
+    rendered: { history: [], status: { state: 'input-required', message: null }, artifacts: [] },
+  };
+}
+
+describe('task store', () => {
+  it('opens a task and re-reads it when its events arrive', async () => {
+    let reads = 0;
+    const m = new MockTransport().on('GET', '/api/tasks/t1', () => {
+      reads++;
+      return json(200, detail('t1', reads === 1));
+    });
+    const t = createTask(new Api(m));
+    await t.open('t1');
+    expect(get(t).detail?.openTurn?.id).toBe('turn-t1');
+    t.onEvent({ taskId: 'other', seq: 1, kind: 'task', state: 'TASK_STATE_COMPLETED' });
+    t.onEvent({ taskId: 't1', seq: 2, kind: 'statusUpdate', state: 'TASK_STATE_COMPLETED' });
+    t.onEvent({ taskId: 't1', seq: 3, kind: 'task', state: 'TASK_STATE_COMPLETED' });
+    await tick(150);
+    expect(reads).toBe(2);
+    expect(get(t).detail?.openTurn).toBeUndefined();
+  });
+
+  it('decides the open turn, shows "already decided", and retries a failure', async () => {
+    let attempt = 0;
+    const m = new MockTransport()
+      .on('GET', '/api/tasks/t1', detail('t1'))
+      .on('POST', '/api/tasks/t1/decision', () => {
+        attempt++;
+        if (attempt === 1) return json(0, null);
+        if (attempt === 2) return json(200, { decision: { id: 'd', kind: 'reply', delivery: 'pending' } });
+        return json(409, { error: { message: 'already decided: reply by ui' }, decision: { id: 'd', kind: 'reply', actor: 'ui' } });
+      });
+    const t = createTask(new Api(m));
+    await t.open('t1');
+    const first = await t.decide({ kind: 'reply', text: 'yes', data: { n: 1 } });
+    expect(first).toMatchObject({ ok: false, alreadyDecided: false, message: 'Countersign cannot be reached' });
+    expect(get(t).result).toEqual(first);
+    const second = await t.retry();
+    expect(second).toMatchObject({ ok: true, decision: { delivery: 'pending' } });
+    const posts = m.calls.filter((c) => c.method === 'POST').map((c) => c.body);
+    expect(posts[0]).toEqual({ kind: 'reply', text: 'yes', data: { n: 1 }, turnId: 'turn-t1' });
+    expect(posts[1]).toEqual(posts[0]);
+    const third = await t.decide({ kind: 'approve' });
+    expect(third).toMatchObject({ ok: false, alreadyDecided: true, decision: { actor: 'ui' } });
+  });
+
+  it('ignores an answer for a task no longer open', async () => {
+    let release: () => void = () => {};
+    const m = new MockTransport()
+      .on('GET', '/api/tasks/slow', () => new Promise((r) => (release = () => r(json(200, detail('slow'))))))
+      .on('GET', '/api/tasks/fast', detail('fast'));
+    const t = createTask(new Api(m));
+    const slow = t.open('slow');
+    await t.open('fast');
+    release();
+    await slow;
+    expect(get(t).detail?.task.id).toBe('fast');
+  });
+});
