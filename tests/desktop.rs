@@ -371,8 +371,10 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(notifications(&record).len(), 1, "muted: no notification");
 
-    // A second launch hands over to the running app and exits.
+    // A second launch, with a link, hands it to the running app and exits:
+    // the first window shows that task.
     let mut second = Command::new(env!("CARGO_BIN_EXE_countersign"));
+    second.arg(format!("countersign://task/{quiet}"));
     for (k, v) in &env {
         second.env(k, v);
     }
@@ -388,13 +390,19 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     )
     .await;
     assert!(status.success(), "{status:?}");
-    // The first still answers, in the window and over A2A.
+    // The first still answers, in the window (now on the linked task) and
+    // over A2A.
     driver
-        .wait_for(
-            &format!("[data-task-id=\"{quiet}\"]"),
-            Duration::from_secs(5),
-        )
+        .wait_for(".decision-bar", Duration::from_secs(10))
         .await;
+    let url = driver.call(reqwest::Method::GET, "/url", None).await;
+    assert!(
+        url["value"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with(&format!("#/task/{quiet}")),
+        "{url}"
+    );
     rpc(&http, &base, "GetTask", json!({"id": quiet})).await;
     driver.screenshot(&out.join("window-after.png")).await;
     driver.end().await;
