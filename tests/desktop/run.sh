@@ -10,10 +10,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+# Build tools, Node and the desktop's libraries (WebKitGTK, GTK, …).
+. scripts/setup.sh
+# What the real-window tests add: a display, WebKit's WebDriver, a session bus.
 need=()
-for p in libwebkit2gtk-4.1-dev libgtk-3-dev libsoup-3.0-dev librsvg2-dev \
-         libayatana-appindicator3-dev libssl-dev xvfb xauth webkit2gtk-driver dbus-x11; do
+for p in xvfb xauth webkit2gtk-driver dbus-x11; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then

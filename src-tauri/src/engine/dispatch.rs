@@ -90,9 +90,14 @@ enum Done {
 }
 
 impl Engine {
-    /// Sets how deliveries behave; the first call wins (at start-up).
+    /// Sets how deliveries behave, once, at start-up, before anything reads
+    /// them (reading first fixes the defaults: that is a bug, and logged).
     pub fn configure_dispatch(&self, dispatch: Dispatch) {
-        let _ = self.inner.dispatch.set(dispatch);
+        if self.inner.dispatch.set(dispatch).is_err() {
+            tracing::error!(
+                "delivery settings were read before they were configured; the defaults stay"
+            );
+        }
     }
 
     pub(super) fn dispatch(&self) -> &Dispatch {

@@ -69,19 +69,19 @@ pub async fn serve_until(
         &opts.config.agents,
         opts.config.limits.clone(),
     );
-    match engine.recover().await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
-        Err(e) => tracing::warn!("recovery after restart failed: {e}"),
-    }
     // Policy and limits for push notifications and chain hops, set before
-    // anything can be delivered.
+    // anything reads them: recovery below already records events.
     let policy = crate::dispatch::ssrf::OutboundPolicy::new(&opts.config.outbound)
         .map_err(|e| StartError::Chains(format!("outbound.allow: {e}")))?;
     engine.configure_dispatch(crate::engine::dispatch::Dispatch::new(
         opts.config.dispatch.clone(),
         policy,
     ));
+    match engine.recover().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
+        Err(e) => tracing::warn!("recovery after restart failed: {e}"),
+    }
     if let Err(e) = engine.register_config_peers(&opts.config.peers).await {
         tracing::warn!("cannot register the configured peers: {e}");
     }
