@@ -43,8 +43,9 @@ pub struct UiFiles {
 impl UiFiles {
     /// Picks the UI directory: `configured` (`[ui] dir`) if set, else
     /// `$COUNTERSIGN_UI_DIR`, used as given even if missing; otherwise the
-    /// first that exists of `<exe dir>/../share/countersign/ui` and the
-    /// source tree's `ui/dist`.
+    /// first that exists of `<exe dir>/../share/countersign/ui`,
+    /// `<exe dir>/../lib/Countersign/ui` (the .deb) and the source tree's
+    /// `ui/dist`.
     pub fn locate(configured: Option<PathBuf>) -> UiFiles {
         let explicit = configured.or_else(|| {
             std::env::var_os(DIR_ENV)
@@ -61,12 +62,18 @@ impl UiFiles {
             return UiFiles { dir: Some(dir) };
         }
         let beside_exe = std::env::current_exe().ok().and_then(|exe| {
-            exe.parent()
-                .map(|d| d.join("..").join("share").join("countersign").join("ui"))
+            exe.parent().map(|d| {
+                [
+                    d.join("..").join("share").join("countersign").join("ui"),
+                    // Where the .deb puts the app's resources.
+                    d.join("..").join("lib").join("Countersign").join("ui"),
+                ]
+            })
         });
         let source_tree = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/ui/dist"));
         let dir = beside_exe
             .into_iter()
+            .flatten()
             .chain(std::iter::once(source_tree))
             .find(|d| d.join("index.html").is_file());
         if dir.is_none() {
