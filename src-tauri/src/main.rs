@@ -458,9 +458,9 @@ fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
     let opts = serve_options(args)?;
     let open_task = match link {
         None => None,
-        Some(l) => match l.strip_prefix("countersign://task/") {
-            Some(id) if !id.is_empty() => Some(id.trim_end_matches('/').to_owned()),
-            _ => bail!("`{l}` is not a countersign://task/ID link"),
+        Some(l) => match countersign::desktop::task_of_link(&l) {
+            Some(id) => Some(id),
+            None => bail!("`{l}` is not a countersign://task/ID link"),
         },
     };
     countersign::desktop::run(opts, open_task)

@@ -222,7 +222,6 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
         app.deep_link().on_open_url(move |event| {
             for url in event.urls() {
                 if let Some(task) = task_of_link(url.as_str()) {
-                    show_window(&h);
                     open_task_in_window(&h, &task);
                 }
             }
@@ -235,17 +234,17 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
     let mut rx = shell.state.engine.bus().subscribe_all();
     let (h, s) = (handle.clone(), shell.clone());
     shell.runtime.spawn(async move {
-        refresh_tray(&h, &s).await;
+        refresh_tray(&s).await;
         loop {
             match rx.recv().await {
                 Ok(ev) => {
                     let _ = h.emit("api-event", EventNotice::from(ev.as_ref()));
                     if ev.state.is_interrupted() || ev.state.is_terminal() {
-                        refresh_tray(&h, &s).await;
+                        refresh_tray(&s).await;
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    refresh_tray(&h, &s).await;
+                    refresh_tray(&s).await;
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             }
@@ -256,7 +255,7 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
 }
 
 /// `countersign://task/ID` → the task id.
-fn task_of_link(link: &str) -> Option<String> {
+pub fn task_of_link(link: &str) -> Option<String> {
     let rest = link.strip_prefix("countersign://task/")?;
     let id = rest.trim_end_matches('/');
     let ok = !id.is_empty()
@@ -331,7 +330,7 @@ fn build_tray(app: &AppHandle, shell: &Arc<Shell>) -> anyhow::Result<()> {
 }
 
 /// Puts the number of parked tasks on the tray (tooltip and label).
-async fn refresh_tray(app: &AppHandle, shell: &Shell) {
+async fn refresh_tray(shell: &Shell) {
     let query = crate::engine::queue::QueueQuery {
         limit: Some(1),
         ..Default::default()
@@ -365,7 +364,6 @@ async fn refresh_tray(app: &AppHandle, shell: &Shell) {
             let _ = writeln!(f, "{total}");
         }
     }
-    let _ = app;
 }
 
 /// What `api` answers: the route's status, content type and body (JSON, or

@@ -46,13 +46,11 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
         // Tasks we told the person about and that are still parked.
         let mut told: HashSet<String> = HashSet::new();
         loop {
-            let Ok(first) = rx.recv().await else {
-                if rx.is_empty() {
-                    // Lagged or closed: start over from what comes next.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-                continue;
+            let first = match rx.recv().await {
+                Ok(ev) => ev,
+                // Fell behind: go on from what comes next.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             };
             let mut batch = vec![first];
             let deadline = tokio::time::sleep(GROUP_WINDOW);

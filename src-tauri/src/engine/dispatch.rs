@@ -64,6 +64,15 @@ impl Default for Dispatch {
     }
 }
 
+impl From<super::peers::PeerError> for Failure {
+    fn from(e: super::peers::PeerError) -> Failure {
+        Failure {
+            transient: e.is_transient(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Why a chain-rule or hop operation was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
@@ -187,10 +196,7 @@ impl Engine {
                 .deliver_to_peer(&item)
                 .await
                 .map(|()| Done::Delivered)
-                .map_err(|e| Failure {
-                    transient: e.is_transient(),
-                    message: e.to_string(),
-                }),
+                .map_err(Failure::from),
             "push" => self.deliver_push(&item).await,
             "chain" => self.deliver_hop(&item).await.map(|()| Done::Delivered),
             other => Err(Failure::permanent(format!("unknown outbox kind `{other}`"))),
@@ -355,18 +361,12 @@ impl Engine {
                 )
                 .await
             }
-            Action::Send { .. } => {
+            Action::Send { peer, .. } => {
                 let message = hop_message(&rule, &task, &head.agent_id, &hop.id);
-                let Action::Send { peer, .. } = &rule.action else {
-                    return Ok(());
-                };
                 self.start_on_peer(peer, message, Some(hop.id.clone()))
                     .await
                     .map(|_| ())
-                    .map_err(|e| Failure {
-                        transient: e.is_transient(),
-                        message: e.to_string(),
-                    })
+                    .map_err(Failure::from)
             }
         }
     }
