@@ -567,9 +567,9 @@ describe('the approval UI', () => {
     const before = await send(server.base, 'inbox', 'Before the restart');
     await row(page, before.id).waitFor();
     const port = new URL(server.base).port;
-    await server.stop();
+    await server.stop({ keepData: true });
     await until(async () => /Reconnecting/.test(await page.locator('.conn').innerText()), 'the UI to notice');
-    server = await startServer({ dataDir: server.dataDir, bind: `127.0.0.1:${port}` });
+    server = await startServer({ dataDir: server.dataDir, bind: `127.0.0.1:${port}`, removeOnStop: true });
     const afterTask = await send(server.base, 'inbox', 'While the UI was reconnecting');
     await until(async () => /Live/.test(await page.locator('.conn').innerText()), 'the stream to come back', 30_000);
     await row(page, afterTask.id).waitFor();

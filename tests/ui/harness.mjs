@@ -3,7 +3,7 @@
 // with every CSP violation and alert() recorded.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,12 @@ export const bin =
   process.env.COUNTERSIGN_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(repo, 'target'), 'debug', 'countersign');
 
 /** Starts `countersign serve` on 127.0.0.1:0 with a fresh data dir. */
-export async function startServer({ config = join(here, 'countersign.toml'), dataDir, bind = '127.0.0.1:0' } = {}) {
+export async function startServer({
+  config = join(here, 'countersign.toml'),
+  dataDir,
+  bind = '127.0.0.1:0',
+  removeOnStop = !dataDir,
+} = {}) {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'countersign-ui-'));
   const child = spawn(bin, ['serve', '--config', config, '--data-dir', dir, '--bind', bind], {
     env: { ...process.env, COUNTERSIGN_UI_DIR: join(repo, 'ui', 'dist'), RUST_LOG: process.env.RUST_LOG ?? 'warn' },
@@ -50,11 +55,15 @@ export async function startServer({ config = join(here, 'countersign.toml'), dat
     dataDir: dir,
     child,
     log: () => stderr,
-    async stop() {
-      if (child.exitCode !== null) return;
-      const done = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await done;
+    async stop({ keepData = false } = {}) {
+      if (child.exitCode === null) {
+        const done = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await done;
+      }
+      // A data dir made here goes with its server, unless a restart test
+      // keeps it for the next one.
+      if (removeOnStop && !keepData) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
