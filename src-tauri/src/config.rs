@@ -49,6 +49,89 @@ pub struct Config {
     pub chains: Vec<crate::dispatch::chains::ChainRule>,
     #[serde(default)]
     pub ui: UiConfig,
+    /// Requests per second per caller, by class of route.
+    #[serde(default)]
+    pub rate_limits: RateLimitsConfig,
+    /// How long finished tasks stay in the live database.
+    #[serde(default)]
+    pub retention: RetentionConfig,
+}
+
+/// Rate limits (`[rate_limits]`): a GCRA bucket per caller (its credential,
+/// else its IP address) for each class of route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitsConfig {
+    /// Off: no request is ever limited.
+    pub enabled: bool,
+    /// Limit loopback callers too (off by default: local tools, tests and
+    /// the desktop window are never throttled).
+    pub limit_loopback: bool,
+    /// A2A calls: JSON-RPC, HTTP+JSON and the 0.3 REST routes.
+    pub a2a: RateQuota,
+    /// The push receiver (`/webhooks/…`).
+    pub webhooks: RateQuota,
+    /// The UI API (`/api/…`).
+    pub ui: RateQuota,
+    /// Agent cards and every other public document.
+    pub cards: RateQuota,
+}
+
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        RateLimitsConfig {
+            enabled: true,
+            limit_loopback: false,
+            a2a: RateQuota::new(50, 200),
+            webhooks: RateQuota::new(50, 200),
+            ui: RateQuota::new(100, 400),
+            cards: RateQuota::new(10, 50),
+        }
+    }
+}
+
+/// A sustained rate and the burst allowed above it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateQuota {
+    /// Requests per second a caller may keep up.
+    pub per_second: u32,
+    /// Requests a caller may send at once after being idle.
+    pub burst: u32,
+}
+
+impl RateQuota {
+    pub const fn new(per_second: u32, burst: u32) -> RateQuota {
+        RateQuota { per_second, burst }
+    }
+}
+
+/// Retention (`[retention]`): finished tasks are moved to compressed JSON
+/// Lines files under `<data_dir>/archive/` and removed from the database.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Finished tasks untouched for longer than this are archived (days;
+    /// 0 keeps them forever).
+    pub keep_days: u64,
+    /// The most tasks kept in the database: beyond it the oldest finished
+    /// ones are archived early (0: no bound).
+    pub max_tasks: u64,
+    /// How often retention runs (seconds; 0 turns it off).
+    pub interval_secs: u64,
+    /// Tasks archived per write transaction.
+    pub batch: usize,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            keep_days: 90,
+            max_tasks: 1_000_000,
+            interval_secs: 3600,
+            batch: 200,
+        }
+    }
 }
 
 /// The browser UI served at `/`.
@@ -444,6 +527,8 @@ impl Config {
             outbound: Default::default(),
             chains: Vec::new(),
             ui: UiConfig::default(),
+            rate_limits: RateLimitsConfig::default(),
+            retention: RetentionConfig::default(),
         })
     }
 
@@ -673,6 +758,25 @@ impl Config {
             || cfg.limits.max_json_depth < 4
         {
             return Err(err(None, "limits: max_body_bytes and max_parts must be positive and max_json_depth at least 4".into()));
+        }
+        let rl = &cfg.rate_limits;
+        for (name, q) in [
+            ("a2a", rl.a2a),
+            ("webhooks", rl.webhooks),
+            ("ui", rl.ui),
+            ("cards", rl.cards),
+        ] {
+            if q.per_second == 0 || q.burst == 0 {
+                return Err(err(
+                    None,
+                    format!(
+                        "rate_limits.{name}: per_second and burst must be at least 1 (set rate_limits.enabled = false to turn limits off)"
+                    ),
+                ));
+            }
+        }
+        if cfg.retention.batch == 0 {
+            return Err(err(None, "retention.batch must be at least 1".into()));
         }
         Ok(cfg)
     }

@@ -48,6 +48,9 @@ pub enum Error {
     PayloadTooLarge(usize),
     #[error("Not found: {0}")]
     NotFound(String),
+    /// Too many requests from one caller; retry after this many seconds.
+    #[error("Rate limit exceeded: retry after {0} s")]
+    RateLimited(u64),
 }
 
 impl Error {
@@ -70,6 +73,8 @@ impl Error {
             Error::VersionNotSupported(_) => -32009,
             // Implementation-defined server error range of JSON-RPC 2.0.
             Error::Unauthenticated(_) => -32000,
+            // Also implementation-defined; 429 is its HTTP status.
+            Error::RateLimited(_) => -32029,
         }
     }
 
@@ -95,6 +100,7 @@ impl Error {
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
             Error::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
             Error::NotFound(_) => "NOT_FOUND",
+            Error::RateLimited(_) => "RATE_LIMITED",
         }
     }
 
@@ -111,6 +117,7 @@ impl Error {
             Error::Internal(_) | Error::InvalidAgentResponse(_) => 500,
             Error::Unauthenticated(_) => 401,
             Error::PayloadTooLarge(_) => 413,
+            Error::RateLimited(_) => 429,
             Error::UnsupportedMediaType(_) => 415,
             _ => 400,
         }
@@ -122,7 +129,7 @@ impl Error {
             Error::TaskNotFound(_) | Error::NotFound(_) | Error::MethodNotFound(_) => "NOT_FOUND",
             Error::Internal(_) | Error::InvalidAgentResponse(_) => "INTERNAL",
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
-            Error::PayloadTooLarge(_) => "RESOURCE_EXHAUSTED",
+            Error::PayloadTooLarge(_) | Error::RateLimited(_) => "RESOURCE_EXHAUSTED",
             Error::Parse(_)
             | Error::InvalidRequest(_)
             | Error::InvalidParams(_)
@@ -130,6 +137,27 @@ impl Error {
             | Error::UnsupportedMediaType(_) => "INVALID_ARGUMENT",
             _ => "FAILED_PRECONDITION",
         }
+    }
+
+    /// Seconds the caller should wait before trying again (`Retry-After`).
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Error::RateLimited(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The error's detail objects: its `ErrorInfo`, and a `google.rpc.RetryInfo`
+    /// when the caller should retry later.
+    pub fn details(&self) -> Value {
+        let mut details = vec![self.error_info()];
+        if let Some(s) = self.retry_after() {
+            details.push(json!({
+                "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                "retryDelay": format!("{s}s"),
+            }));
+        }
+        Value::Array(details)
     }
 
     /// The `ErrorInfo` detail object, with the task id when the error names one.

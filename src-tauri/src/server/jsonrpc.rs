@@ -31,16 +31,16 @@ pub fn error_body(id: &Value, e: &Error) -> Value {
         "error": {
             "code": e.code(),
             "message": e.to_string(),
-            "data": [e.error_info()],
+            "data": e.details(),
         }
     })
 }
 
-fn error_response(id: &Value, e: &Error, challenge: Option<String>) -> Response {
+pub(super) fn error_response(id: &Value, e: &Error, challenge: Option<String>) -> Response {
     // JSON-RPC answers with 200 and the error in the body, except where HTTP
-    // itself has a word for it: authentication, size, unknown agent.
+    // itself has a word for it: authentication, size, rate, unknown agent.
     let status = match e {
-        Error::Unauthenticated(_) | Error::PayloadTooLarge(_) => {
+        Error::Unauthenticated(_) | Error::PayloadTooLarge(_) | Error::RateLimited(_) => {
             StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST)
         }
         Error::NotFound(_) => StatusCode::NOT_FOUND,
@@ -56,6 +56,10 @@ fn error_response(id: &Value, e: &Error, challenge: Option<String>) -> Response 
         && let Ok(v) = HeaderValue::from_str(&c)
     {
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    if let Some(s) = e.retry_after() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
     }
     resp
 }

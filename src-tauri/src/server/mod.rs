@@ -8,6 +8,7 @@ pub mod card;
 pub mod instance;
 pub mod jsonrpc;
 pub mod ops;
+pub mod rate_limit;
 pub mod rest;
 pub mod rest_v0_3;
 pub mod run;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub ui_files: ui_static::UiFiles,
     /// Where the UI's settings are kept.
     pub ui_settings: ui_settings::SettingsFile,
+    /// Per-caller rate limits.
+    pub rate_limits: rate_limit::RateLimits,
 }
 
 pub type Shared = Arc<AppState>;
@@ -75,6 +78,11 @@ pub fn router(state: Shared) -> Router {
         // Bodies are read by `read_body`, which enforces the configured limit
         // and answers in the binding's own error shape.
         .layer(DefaultBodyLimit::disable())
+        // Outermost: a caller over its quota costs no more than this check.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            rate_limit::guard,
+        ))
         .with_state(state)
 }
 

@@ -32,12 +32,16 @@ fn error_response_with(e: &Error, status: StatusCode, a2a_json: bool) -> Respons
             "code": status.as_u16(),
             "status": e.grpc_status(),
             "message": e.to_string(),
-            "details": [e.error_info()],
+            "details": e.details(),
         }
     });
     let mut resp = (status, body.to_string()).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, content_type(a2a_json));
+    if let Some(s) = e.retry_after() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
     resp
 }
 

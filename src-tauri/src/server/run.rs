@@ -97,6 +97,7 @@ pub async fn serve_until(
         .map_err(|e| StartError::Bind(opts.bind, e))?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let ui_files = UiFiles::locate(opts.config.ui.dir.clone());
+    let rate_limits = super::rate_limit::RateLimits::new(&opts.config.rate_limits);
     let state = Arc::new(AppState {
         engine,
         access: AccessPolicy {
@@ -110,6 +111,7 @@ pub async fn serve_until(
         ui_secret,
         ui_files,
         ui_settings: SettingsFile::in_dir(&opts.data_dir),
+        rate_limits,
     });
     let signal = stop;
     // Written before the announcement: once it is out, the CLI finds us.
@@ -150,7 +152,19 @@ pub async fn serve_until(
             }
         }
     });
-    let app = router(state.clone());
+    // Callers idle long enough to have a full bucket again are forgotten.
+    let limits_state = state.clone();
+    let mut limits_stop = state.shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(super::rate_limit::FORGET_EVERY) => {}
+                _ = limits_stop.changed() => return,
+            }
+            limits_state.rate_limits.forget_idle();
+        }
+    });
+    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             signal.await;

@@ -96,6 +96,12 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static("Bearer realm=\"countersign\""),
             );
         }
+        if let ApiError::A2a(e) = &self
+            && let Some(s) = e.retry_after()
+        {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
         resp
     }
 }

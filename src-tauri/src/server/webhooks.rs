@@ -23,6 +23,19 @@ fn answer(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
+/// 429 for a sender over its rate limit, in this receiver's error shape.
+pub(super) fn rate_limited(retry_after_secs: u64) -> Response {
+    let mut resp = answer(
+        StatusCode::TOO_MANY_REQUESTS,
+        &format!("rate limit exceeded: retry after {retry_after_secs} s"),
+    );
+    resp.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(retry_after_secs),
+    );
+    resp
+}
+
 /// The token a push carries, from any of the headers senders use.
 fn presented_token(headers: &HeaderMap) -> Option<String> {
     for name in ["x-a2a-notification-token", "a2a-notification-token"] {

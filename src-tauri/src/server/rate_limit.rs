@@ -1,0 +1,237 @@
+//! Rate limits: one GCRA limiter (`governor`) per class of route, keyed by
+//! the caller: the credential's owner when a valid one is presented, else
+//! the client's IP address. A caller over its quota gets 429 with
+//! `Retry-After`, in the error shape of the route it called.
+//!
+//! Loopback callers (and in-process requests from the desktop window, which
+//! have no address) are exempt unless `limit_loopback` is set.
+
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde_json::Value;
+
+use super::Shared;
+use crate::a2a::Error;
+use crate::config::{RateLimitsConfig, RateQuota};
+
+/// The classes of route, limited separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// JSON-RPC at `/a2a/{agent}`: errors in a JSON-RPC body.
+    JsonRpc,
+    /// HTTP+JSON (1.0 and 0.3) under `/a2a/{agent}/…`.
+    Rest,
+    /// The push receiver.
+    Webhooks,
+    /// The UI API.
+    Ui,
+    /// Cards and anything else public.
+    Cards,
+}
+
+/// Who a bucket belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Owner(String),
+    Ip(IpAddr),
+}
+
+/// The limiters of a running server.
+pub struct RateLimits {
+    enabled: bool,
+    limit_loopback: bool,
+    a2a: DefaultKeyedRateLimiter<Key>,
+    webhooks: DefaultKeyedRateLimiter<Key>,
+    ui: DefaultKeyedRateLimiter<Key>,
+    cards: DefaultKeyedRateLimiter<Key>,
+    clock: DefaultClock,
+}
+
+fn quota(q: RateQuota) -> Quota {
+    // The config check refuses zeros; 1 is only a fallback.
+    let rate = NonZeroU32::new(q.per_second).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(q.burst).unwrap_or(NonZeroU32::MIN);
+    Quota::per_second(rate).allow_burst(burst)
+}
+
+impl RateLimits {
+    pub fn new(cfg: &RateLimitsConfig) -> RateLimits {
+        RateLimits {
+            enabled: cfg.enabled,
+            limit_loopback: cfg.limit_loopback,
+            a2a: RateLimiter::keyed(quota(cfg.a2a)),
+            webhooks: RateLimiter::keyed(quota(cfg.webhooks)),
+            ui: RateLimiter::keyed(quota(cfg.ui)),
+            cards: RateLimiter::keyed(quota(cfg.cards)),
+            clock: DefaultClock::default(),
+        }
+    }
+
+    fn limiter(&self, class: Class) -> &DefaultKeyedRateLimiter<Key> {
+        match class {
+            Class::JsonRpc | Class::Rest => &self.a2a,
+            Class::Webhooks => &self.webhooks,
+            Class::Ui => &self.ui,
+            Class::Cards => &self.cards,
+        }
+    }
+
+    /// Counts one request; `Err(seconds)` to wait (rounded up, at least 1)
+    /// when the caller is over its quota.
+    fn check(&self, class: Class, key: &Key) -> Result<(), u64> {
+        match self.limiter(class).check_key(key) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                Err(secs.max(1))
+            }
+        }
+    }
+
+    /// Forgets callers whose buckets are full again, so idle keys do not
+    /// hold memory.
+    pub fn forget_idle(&self) {
+        for l in [&self.a2a, &self.webhooks, &self.ui, &self.cards] {
+            l.retain_recent();
+            l.shrink_to_fit();
+        }
+    }
+
+    /// Callers currently tracked, over all classes.
+    pub fn tracked(&self) -> usize {
+        [&self.a2a, &self.webhooks, &self.ui, &self.cards]
+            .iter()
+            .map(|l| l.len())
+            .sum()
+    }
+}
+
+/// How often idle callers are forgotten.
+pub const FORGET_EVERY: Duration = Duration::from_secs(60);
+
+/// The class of a request, by its path.
+pub fn classify(path: &str) -> Class {
+    if path.starts_with("/api/") || path == "/api" {
+        return Class::Ui;
+    }
+    if path.starts_with("/webhooks/") {
+        return Class::Webhooks;
+    }
+    if let Some(rest) = path.strip_prefix("/a2a/") {
+        let rest = rest.trim_end_matches('/');
+        return match rest.split_once('/') {
+            None => Class::JsonRpc,
+            Some((_, tail)) if tail.starts_with(".well-known/") => Class::Cards,
+            Some(_) => Class::Rest,
+        };
+    }
+    Class::Cards
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// The middleware: counts the request against its caller's bucket, and
+/// answers 429 in the route's error shape when the bucket is empty.
+pub async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let limits = &state.rate_limits;
+    if !limits.enabled {
+        return next.run(req).await;
+    }
+    let Some(ip) = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+    else {
+        // In-process (the desktop window): nothing to limit.
+        return next.run(req).await;
+    };
+    if is_loopback(ip) && !limits.limit_loopback {
+        return next.run(req).await;
+    }
+    let class = classify(req.uri().path());
+    let key = match class {
+        Class::JsonRpc | Class::Rest => match state.access.authenticate(req.headers()) {
+            Ok(owner)
+                if !state.access.credentials.is_empty() && owner != super::access::LOCAL_OWNER =>
+            {
+                Key::Owner(owner)
+            }
+            _ => Key::Ip(ip),
+        },
+        _ => Key::Ip(ip),
+    };
+    match limits.check(class, &key) {
+        Ok(()) => next.run(req).await,
+        Err(secs) => {
+            tracing::debug!(?class, ?key, secs, "rate limited");
+            refuse(class, secs, req.headers())
+        }
+    }
+}
+
+/// The 429 for a class, rendered by that binding's one error mapping.
+fn refuse(class: Class, secs: u64, headers: &axum::http::HeaderMap) -> Response {
+    let e = Error::RateLimited(secs);
+    match class {
+        Class::JsonRpc => super::jsonrpc::error_response(&Value::Null, &e, None),
+        Class::Rest | Class::Cards => {
+            super::rest::error_response(&e, super::rest::wants_a2a_json(headers))
+        }
+        Class::Webhooks => super::webhooks::rate_limited(secs),
+        Class::Ui => super::ui_api::ApiError::A2a(e).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_fall_in_their_class() {
+        assert_eq!(classify("/a2a/inbox"), Class::JsonRpc);
+        assert_eq!(classify("/a2a/inbox/"), Class::JsonRpc);
+        assert_eq!(classify("/a2a/inbox/message:send"), Class::Rest);
+        assert_eq!(classify("/a2a/inbox/v1/tasks/x"), Class::Rest);
+        assert_eq!(
+            classify("/a2a/inbox/.well-known/agent-card.json"),
+            Class::Cards
+        );
+        assert_eq!(classify("/.well-known/agent-card.json"), Class::Cards);
+        assert_eq!(classify("/webhooks/abc"), Class::Webhooks);
+        assert_eq!(classify("/api/queue"), Class::Ui);
+        assert_eq!(classify("/"), Class::Cards);
+    }
+
+    #[test]
+    fn a_burst_over_the_quota_is_told_when_to_come_back() {
+        let cfg = RateLimitsConfig {
+            a2a: RateQuota::new(1, 3),
+            ..RateLimitsConfig::default()
+        };
+        let l = RateLimits::new(&cfg);
+        let k = Key::Owner("ci".into());
+        for _ in 0..3 {
+            assert!(l.check(Class::Rest, &k).is_ok());
+        }
+        assert_eq!(l.check(Class::JsonRpc, &k), Err(1));
+        assert!(l.check(Class::Rest, &Key::Owner("other".into())).is_ok());
+        assert!(l.check(Class::Webhooks, &k).is_ok());
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+    }
+}
