@@ -4,6 +4,7 @@
 //! desktop shell is behind the `desktop` feature. See ARCHITECTURE.md.
 
 pub mod a2a;
+pub mod archive;
 pub mod cli;
 pub mod clock;
 pub mod config;

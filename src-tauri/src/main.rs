@@ -60,6 +60,44 @@ enum Command {
     /// Chain rules: when a task reaches a state, push it to a URL or send it
     /// to a peer as a new task.
     Chains(ChainsArgs),
+    /// Finished tasks moved out of the database by retention: list the
+    /// archive files, or export the tasks in them.
+    Archive(ArchiveArgs),
+}
+
+#[derive(clap::Args)]
+struct ArchiveArgs {
+    #[command(subcommand)]
+    command: ArchiveCommand,
+}
+
+#[derive(Subcommand)]
+enum ArchiveCommand {
+    /// The archive files: month, tasks, size, first and last change.
+    List(JsonArgs),
+    /// Print (or write) the archived tasks, each once, oldest first.
+    Export(ArchiveExportArgs),
+}
+
+#[derive(clap::Args)]
+struct ArchiveExportArgs {
+    /// Tasks last changed at or after this time (YYYY-MM-DD or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Tasks last changed before this time (YYYY-MM-DD or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Only tasks of this agent.
+    #[arg(long, value_name = "AGENT")]
+    agent: Option<String>,
+    /// jsonl (one full task per line) or csv (one row per task).
+    #[arg(long, value_name = "FORMAT", default_value = "jsonl")]
+    format: cli::ExportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    instance: InstanceArgs,
 }
 
 #[derive(clap::Args)]
@@ -441,6 +479,7 @@ fn main() -> ExitCode {
             });
         }
         Some(Command::Chains(c)) => return run_chains(c.command),
+        Some(Command::Archive(a)) => return run_archive(a.command),
         None => run_desktop(cli.desktop, cli.link),
     };
     match result {
@@ -546,6 +585,24 @@ fn run_peers(command: PeersCommand) -> ExitCode {
         }),
         PeersCommand::Remove(a) => run_client(a.instance, async move |dir| {
             cli::peers_remove(&dir, &a.id).await
+        }),
+    }
+}
+
+/// `countersign archive list|export`: reads the archive files in the data
+/// dir; no running server is needed.
+fn run_archive(command: ArchiveCommand) -> ExitCode {
+    match command {
+        ArchiveCommand::List(a) => {
+            run_client(a.instance, async move |dir| cli::archive_list(&dir, a.json))
+        }
+        ArchiveCommand::Export(a) => run_client(a.instance, async move |dir| {
+            let filter = countersign::archive::ExportFilter {
+                since_ms: a.since.as_deref().map(cli::parse_time).transpose()?,
+                until_ms: a.until.as_deref().map(cli::parse_time).transpose()?,
+                agent: a.agent,
+            };
+            cli::archive_export(&dir, &filter, a.format, a.output.as_ref())
         }),
     }
 }

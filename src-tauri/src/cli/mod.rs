@@ -5,11 +5,13 @@
 //! letters; list, add and remove chain rules and answer gated hops. Each command is a thin
 //! client call: the instance decides, the CLI only asks and prints.
 
+mod archive;
 mod chains;
 mod client;
 mod human;
 mod peers;
 
+pub use archive::{ExportFormat, archive_export, archive_list, parse_time};
 pub use chains::{
     chains_add, chains_gate, chains_hops, chains_list, chains_remove, deliveries_retry,
 };

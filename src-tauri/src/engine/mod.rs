@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod peers;
 pub mod queue;
 pub mod relay;
+pub mod retention;
 pub mod watch;
 
 use std::sync::Arc;
@@ -78,6 +79,7 @@ struct Inner {
     /// Where peers reach our `/webhooks/` (known once the server is bound).
     webhook_base: std::sync::OnceLock<String>,
     dispatch: std::sync::OnceLock<dispatch::Dispatch>,
+    retention: std::sync::OnceLock<Arc<retention::Retention>>,
     agents: Vec<Arc<Agent>>,
     limits: Limits,
 }
@@ -129,6 +131,7 @@ impl Engine {
                 client: std::sync::OnceLock::new(),
                 webhook_base: std::sync::OnceLock::new(),
                 dispatch: std::sync::OnceLock::new(),
+                retention: std::sync::OnceLock::new(),
                 agents,
                 limits,
             }),

@@ -389,7 +389,7 @@ pub fn to_csv(items: &[HistoryItem]) -> String {
 
 /// Quotes a CSV field when needed; a leading `=`, `+`, `-` or `@` is
 /// prefixed with `'` so spreadsheets do not run agent text as a formula.
-fn csv_field(f: &str) -> String {
+pub(crate) fn csv_field(f: &str) -> String {
     let f = if f.starts_with(['=', '+', '-', '@']) {
         format!("'{f}")
     } else {

@@ -77,6 +77,10 @@ pub async fn serve_until(
         opts.config.dispatch.clone(),
         policy,
     ));
+    engine.configure_retention(crate::engine::retention::Retention::new(
+        opts.config.retention.clone(),
+        crate::archive::dir_of(&opts.data_dir),
+    ));
     match engine.recover().await {
         Ok(0) => {}
         Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
@@ -134,6 +138,12 @@ pub async fn serve_until(
     // tasks now (a restart loses nothing) and every `sweep_secs`.
     let outbox_engine = state.engine.clone();
     tokio::spawn(outbox_engine_run(outbox_engine, state.shutdown.clone()));
+    // Retention archives finished tasks now and every `interval_secs`.
+    let retention_engine = state.engine.clone();
+    tokio::spawn({
+        let stop = state.shutdown.clone();
+        async move { retention_engine.run_retention(stop).await }
+    });
     let sweep_secs = state.config.webhooks.sweep_secs;
     let sweep_engine = state.engine.clone();
     let mut sweep_stop = state.shutdown.clone();

@@ -37,6 +37,7 @@ pub fn router(state: Shared) -> Router<Shared> {
         .route("/health", get(health))
         .route("/agents", get(agents))
         .route("/events", get(events))
+        .route("/archives", get(archives))
         .merge(super::ui_queue::routes())
         .merge(super::ui_peers::routes())
         .merge(super::ui_dispatch::routes())
@@ -108,6 +109,21 @@ impl IntoResponse for ApiError {
 
 async fn not_found(uri: Uri) -> ApiError {
     ApiError::NotFound(format!("no UI API route for {}", uri.path()))
+}
+
+/// `GET /api/archives`: the archive files retention wrote (`archive list`).
+async fn archives(State(state): State<Shared>) -> Result<Json<serde_json::Value>, ApiError> {
+    let Some(dir) = state.engine.archive_dir() else {
+        return Ok(Json(json!({"files": []})));
+    };
+    let files = tokio::task::spawn_blocking(move || crate::archive::list(&dir))
+        .await
+        .map_err(|e| crate::a2a::Error::Internal(format!("archive listing failed: {e}")))?
+        .map_err(|e| {
+            tracing::error!("{e}");
+            crate::a2a::Error::Internal("cannot read the archive; see the server log".into())
+        })?;
+    Ok(Json(json!({"files": files})))
 }
 
 /// `GET /api/health`: the server is up, and which version it is.

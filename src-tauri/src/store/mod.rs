@@ -8,6 +8,7 @@
 pub mod dispatch;
 pub mod peers;
 pub mod queue;
+pub mod retention;
 mod schema;
 pub mod tasks;
 mod writer;
