@@ -227,6 +227,36 @@ async fn loopback_callers_are_exempt_by_default() {
     }
 }
 
+#[tokio::test]
+async fn normal_traffic_under_the_default_quotas_is_served() {
+    // Loopback limited, default quotas: a client calling as fast as its
+    // answers come (each call waits for the last; a few hundred a second
+    // here) is not refused within the default burst.
+    let s = Server::start(Some("[rate_limits]\nlimit_loopback = true\n"));
+    let c = s.client();
+    for i in 0..150 {
+        let t = c.send_text("inbox", &format!("n-{i}"), "hello").await;
+        let id = t["task"]["id"].as_str().unwrap();
+        c.rpc_ok("inbox", "GetTask", json!({"id": id})).await;
+    }
+}
+
+#[tokio::test]
+async fn limits_turned_off_limit_nothing() {
+    let s = Server::start(Some(
+        "[rate_limits]\nenabled = false\nlimit_loopback = true\ncards = { per_second = 1, burst = 1 }\n",
+    ));
+    let http = reqwest::Client::new();
+    for _ in 0..20 {
+        let r = http
+            .get(s.url("/.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+}
+
 #[test]
 fn a_zero_quota_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -27,7 +27,7 @@ fn readme_config_example_is_a_valid_config() {
     assert_eq!(cfg.agents[1].rules.len(), 3);
     assert_eq!(cfg.access.credentials.len(), 2);
     assert_eq!(cfg.retention.keep_days, 90);
-    assert_eq!(cfg.rate_limits.a2a.per_second, 50);
+    assert_eq!(cfg.rate_limits.a2a.per_second, 100);
     assert!(!cfg.rate_limits.limit_loopback);
     // The push/chains example parses too.
     let chains = section

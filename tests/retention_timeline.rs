@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 const DAYS: i64 = 120;
 const PER_DAY: usize = 25;
+/// Of each day's tasks, this many are parked for a person and decided.
+const DECIDED_PER_DAY: usize = 5;
 /// Days of tasks still live after the last pass: a task leaves once it is
 /// older than `keep_days` (30), so after day 119's pass days 91 to 119 remain.
 const LIVE_DAYS: usize = 29;
@@ -119,6 +121,7 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
         let gated = send(&http, &base, "gatekeep", "deploy").await;
 
         let mut all = Vec::new();
+        let mut decided = Vec::new();
         let mut sizes = Vec::new();
         for day in 0..DAYS {
             let sends = (0..PER_DAY).map(|i| {
@@ -126,11 +129,26 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
                 async move { send(&http, &base, "auto", &format!("day {day} task {i}")).await }
             });
             all.extend(futures::future::join_all(sends).await);
+            // A few a day wait for a person, who approves them (turns, decisions
+            // and their search rows must leave with the task too).
+            for i in 0..DECIDED_PER_DAY {
+                let id = send(&http, &base, "inbox", &format!("day {day} approval {i}")).await;
+                let r = http
+                    .post(format!("{base}/api/tasks/{id}/decision"))
+                    .bearer_auth(state.ui_secret.as_str())
+                    .json(&json!({"kind": "approve"}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200, "{:?}", r.text().await);
+                decided.push(id);
+            }
             countersign::clock::advance_ms(DAY_MS);
             let report = state.engine.retain().await.expect("retention pass");
             if day > 31 {
                 assert_eq!(
-                    report.archived, PER_DAY,
+                    report.archived,
+                    PER_DAY + DECIDED_PER_DAY,
                     "day {day}: a day's worth of tasks leaves each day"
                 );
             }
@@ -179,9 +197,9 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
 
         drop(state);
         let _ = stop_tx.send(());
-        (all, parked, gated)
+        (all, decided, parked, gated)
     };
-    let (served, (all, parked, gated)) = tokio::join!(server, load);
+    let (served, (all, decided, parked, gated)) = tokio::join!(server, load);
     served.expect("clean shutdown");
 
     // The archive has every task that left, exactly once (the CLI reads the
@@ -209,6 +227,7 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
     assert_eq!(unique.len(), archived.len(), "a task exported twice");
     let expected: HashSet<&str> = all[..all.len() - LIVE_DAYS * PER_DAY]
         .iter()
+        .chain(&decided[..decided.len() - LIVE_DAYS * DECIDED_PER_DAY])
         .map(String::as_str)
         .collect();
     assert_eq!(unique, expected);
@@ -219,6 +238,14 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
         .unwrap();
     assert!(first.starts_with("day 0 task "), "{first}");
     assert_eq!(lines[0]["state"], "completed");
+    // A decided task carries its turn and its decision.
+    let d = lines
+        .iter()
+        .find(|r| r["task"]["id"] == decided[0].as_str())
+        .unwrap();
+    assert_eq!(d["turns"].as_array().unwrap().len(), 1, "{d}");
+    assert_eq!(d["decisions"][0]["kind"], "approve", "{d}");
+    assert_eq!(d["state"], "completed");
 
     let conn = rusqlite::Connection::open(dir.join("countersign.db")).unwrap();
     let ok: String = conn
@@ -228,11 +255,17 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
     let n: i64 = conn
         .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(n, (LIVE_DAYS * PER_DAY) as i64 + 2);
+    assert_eq!(n, (LIVE_DAYS * (PER_DAY + DECIDED_PER_DAY)) as i64 + 2);
     let orphans: i64 = conn
         .query_row(
             "SELECT (SELECT COUNT(*) FROM messages WHERE task_id NOT IN (SELECT id FROM tasks))
-                  + (SELECT COUNT(*) FROM events WHERE task_id NOT IN (SELECT id FROM tasks))",
+                  + (SELECT COUNT(*) FROM events WHERE task_id NOT IN (SELECT id FROM tasks))
+                  + (SELECT COUNT(*) FROM turns WHERE task_id NOT IN (SELECT id FROM tasks))
+                  + (SELECT COUNT(*) FROM decisions WHERE task_id NOT IN (SELECT id FROM tasks))
+                  + (SELECT COUNT(*) FROM turn_search WHERE turn_id NOT IN (SELECT id FROM turns))
+                  + (SELECT COUNT(*) FROM chain_hops WHERE parent_task_id NOT IN (SELECT id FROM tasks))
+                  + (SELECT COUNT(*) FROM outbox WHERE kind = 'decision'
+                       AND ref_id NOT IN (SELECT id FROM decisions))",
             [],
             |r| r.get(0),
         )

@@ -82,10 +82,10 @@ impl Default for RateLimitsConfig {
         RateLimitsConfig {
             enabled: true,
             limit_loopback: false,
-            a2a: RateQuota::new(50, 200),
-            webhooks: RateQuota::new(50, 200),
-            ui: RateQuota::new(100, 400),
-            cards: RateQuota::new(10, 50),
+            a2a: RateQuota::new(100, 1000),
+            webhooks: RateQuota::new(100, 1000),
+            ui: RateQuota::new(200, 2000),
+            cards: RateQuota::new(20, 100),
         }
     }
 }

@@ -231,7 +231,25 @@ mod tests {
         assert_eq!(l.check(Class::JsonRpc, &k), Err(1));
         assert!(l.check(Class::Rest, &Key::Owner("other".into())).is_ok());
         assert!(l.check(Class::Webhooks, &k).is_ok());
+        assert_eq!(l.tracked(), 3);
         assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
         assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn idle_callers_are_forgotten() {
+        let cfg = RateLimitsConfig {
+            cards: RateQuota::new(1000, 1),
+            ..RateLimitsConfig::default()
+        };
+        let l = RateLimits::new(&cfg);
+        for i in 0..100u8 {
+            let _ = l.check(Class::Cards, &Key::Ip(IpAddr::from([10, 0, 0, i])));
+        }
+        assert_eq!(l.tracked(), 100);
+        // At 1000 a second a bucket of one is full again within a millisecond.
+        std::thread::sleep(Duration::from_millis(20));
+        l.forget_idle();
+        assert_eq!(l.tracked(), 0);
     }
 }
