@@ -7,7 +7,7 @@
 //! chain hop still gated or pending, as parent or child. The same condition
 //! is checked again in the transaction that deletes it.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, params, params_from_iter};
 use serde_json::{Value, json};
 
 use super::{Result, dispatch, queue, tasks};
@@ -18,14 +18,18 @@ use crate::a2a::types::{TaskState, format_timestamp};
 const ARCHIVABLE: &str = "
     t.state IN (3, 4, 5, 7) AND t.parked = 0
     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.task_id = t.id AND u.closed_ms IS NULL)
-    AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.task_id = t.id AND d.delivery = 'pending')
-    AND NOT EXISTS (SELECT 1 FROM chain_hops h
-                    WHERE (h.parent_task_id = t.id OR h.child_task_id = t.id)
-                      AND h.state IN ('gated', 'pending'))
-    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.status = 'pending' AND (
-            o.ref_id = t.id
-            OR o.ref_id IN (SELECT d.id FROM decisions d WHERE d.task_id = t.id)
-            OR o.ref_id IN (SELECT h.id FROM chain_hops h WHERE h.parent_task_id = t.id)))";
+    AND NOT EXISTS (SELECT 1 FROM turns u JOIN decisions d ON d.turn_id = u.id
+                    WHERE u.task_id = t.id AND d.delivery = 'pending')
+    AND NOT EXISTS (SELECT 1 FROM chain_hops h WHERE h.parent_task_id = t.id
+                    AND h.state IN ('gated', 'pending'))
+    AND NOT EXISTS (SELECT 1 FROM chain_hops h WHERE h.child_task_id = t.id
+                    AND h.state IN ('gated', 'pending'))
+    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.ref_id = t.id AND o.status = 'pending')
+    AND NOT EXISTS (SELECT 1 FROM turns u JOIN decisions d ON d.turn_id = u.id
+                    JOIN outbox o ON o.ref_id = d.id
+                    WHERE u.task_id = t.id AND o.status = 'pending')
+    AND NOT EXISTS (SELECT 1 FROM chain_hops h JOIN outbox o ON o.ref_id = h.id
+                    WHERE h.parent_task_id = t.id AND o.status = 'pending')";
 
 /// How many tasks the database holds.
 pub fn task_count(conn: &Connection) -> Result<u64> {
@@ -42,16 +46,39 @@ pub fn candidates(
     extra: u64,
     limit: usize,
 ) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT t.id, t.updated_ms FROM tasks t WHERE {ARCHIVABLE}
-         ORDER BY t.updated_ms, t.id LIMIT ?1"
-    ))?;
+    let ids = |sql: &str, args: &[i64]| -> Result<Vec<(String, i64)>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    };
+    if extra == 0 {
+        // Only age counts: the index on `updated_ms` stops the scan at the
+        // cutoff, however many newer or parked tasks there are.
+        let Some(cutoff) = cutoff_ms else {
+            return Ok(Vec::new());
+        };
+        let rows = ids(
+            &format!(
+                "SELECT t.id, t.updated_ms FROM tasks t
+                 WHERE t.updated_ms < ?1 AND {ARCHIVABLE}
+                 ORDER BY t.updated_ms, t.id LIMIT ?2"
+            ),
+            &[cutoff, limit as i64],
+        )?;
+        return Ok(rows.into_iter().map(|(id, _)| id).collect());
+    }
+    // Over the bound: the oldest archivable tasks, past the cutoff or not.
+    let rows = ids(
+        &format!(
+            "SELECT t.id, t.updated_ms FROM tasks t WHERE {ARCHIVABLE}
+             ORDER BY t.updated_ms, t.id LIMIT ?1"
+        ),
+        &[limit as i64],
+    )?;
     let cutoff = cutoff_ms.unwrap_or(i64::MIN);
-    let mut out = Vec::new();
     let mut extra = extra;
-    let mut rows = stmt.query([limit as i64])?;
-    while let Some(r) = rows.next()? {
-        let (id, updated): (String, i64) = (r.get(0)?, r.get(1)?);
+    let mut out = Vec::new();
+    for (id, updated) in rows {
         if updated < cutoff {
             out.push(id);
         } else if extra > 0 {
@@ -117,28 +144,37 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
     ))?;
     let mut deleted = Vec::new();
     for id in ids {
-        if !still.exists([id])? {
-            continue;
+        if still.exists([id])? {
+            deleted.push(id.clone());
         }
-        conn.prepare_cached(
-            "DELETE FROM turn_search WHERE turn_id IN (SELECT id FROM turns WHERE task_id = ?1)",
-        )?
-        .execute([id])?;
-        conn.prepare_cached(
-            "DELETE FROM outbox WHERE status != 'pending' AND (
-                 ref_id = ?1
-                 OR ref_id IN (SELECT id FROM decisions WHERE task_id = ?1)
-                 OR ref_id IN (SELECT id FROM chain_hops WHERE parent_task_id = ?1))",
-        )?
-        .execute([id])?;
-        conn.prepare_cached("DELETE FROM decisions WHERE task_id = ?1")?
+    }
+    if deleted.is_empty() {
+        return Ok(deleted);
+    }
+    // The search index is keyed by an unindexed column: one pass for the
+    // whole batch rather than one per task.
+    let marks = vec!["?"; deleted.len()].join(",");
+    conn.prepare(&format!(
+        "DELETE FROM turn_search WHERE turn_id IN
+             (SELECT id FROM turns WHERE task_id IN ({marks}))"
+    ))?
+    .execute(params_from_iter(deleted.iter()))?;
+    for id in &deleted {
+        // What was delivered (or given up) for it, by push, decision or hop.
+        conn.prepare_cached("DELETE FROM outbox WHERE ref_id = ?1 AND status != 'pending'")?
             .execute([id])?;
+        conn.prepare_cached(
+            "DELETE FROM outbox WHERE status != 'pending' AND ref_id IN (
+                 SELECT d.id FROM turns u JOIN decisions d ON d.turn_id = u.id WHERE u.task_id = ?1
+                 UNION ALL SELECT h.id FROM chain_hops h WHERE h.parent_task_id = ?1)",
+        )?
+        .execute([id])?;
         conn.prepare_cached("DELETE FROM chain_hops WHERE parent_task_id = ?1")?
             .execute([id])?;
-        // Messages, artifacts, events, push configs and turns cascade.
+        // Messages, artifacts, events, push configs, turns and (through
+        // turns) decisions cascade.
         conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
             .execute(params![id])?;
-        deleted.push(id.clone());
     }
     Ok(deleted)
 }

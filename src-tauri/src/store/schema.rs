@@ -172,6 +172,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX chain_hops_by_parent ON chain_hops(parent_task_id);
     CREATE INDEX chain_hops_by_child ON chain_hops(child_task_id) WHERE child_task_id IS NOT NULL;
     CREATE INDEX chain_hops_by_time ON chain_hops(created_ms);",
+    // 6: retention finds what the outbox still owes on a task, and deletes
+    // what it delivered, by the id the item is about.
+    "CREATE INDEX outbox_by_ref ON outbox(ref_id);",
 ];
 
 /// Brings the database up to the newest schema.
