@@ -129,7 +129,7 @@ impl Default for RetentionConfig {
             keep_days: 90,
             max_tasks: 1_000_000,
             interval_secs: 3600,
-            batch: 200,
+            batch: 100,
         }
     }
 }

@@ -204,4 +204,23 @@ mod tests {
         }
         assert!(!Error::InvalidParams("x".into()).is_a2a_specific());
     }
+
+    #[test]
+    fn rate_limited_says_when_to_retry() {
+        let e = Error::RateLimited(3);
+        assert_eq!((e.code(), e.http_status()), (-32029, 429));
+        assert_eq!(e.grpc_status(), "RESOURCE_EXHAUSTED");
+        assert_eq!(e.retry_after(), Some(3));
+        let d = e.details();
+        assert_eq!(d[0]["reason"], "RATE_LIMITED");
+        assert_eq!(d[1]["retryDelay"], "3s");
+        assert_eq!(
+            Error::Internal("x".into())
+                .details()
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
 }

@@ -166,11 +166,8 @@ pub async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Res
     let class = classify(req.uri().path());
     let key = match class {
         Class::JsonRpc | Class::Rest => match state.access.authenticate(req.headers()) {
-            Ok(owner)
-                if !state.access.credentials.is_empty() && owner != super::access::LOCAL_OWNER =>
-            {
-                Key::Owner(owner)
-            }
+            // A valid credential names its owner; no (or a bad) one, the address.
+            Ok(owner) if owner != super::access::LOCAL_OWNER => Key::Owner(owner),
             _ => Key::Ip(ip),
         },
         _ => Key::Ip(ip),
