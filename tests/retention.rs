@@ -1,6 +1,6 @@
 //! Retention in the real binary: the background job keeps the database at
-//! `max_tasks` by archiving the oldest finished tasks (never the parked
-//! one), and `countersign archive list|export` and `GET /api/archives` read
+//! `max_tasks` by archiving the oldest finished tasks (never the parked one
+//! nor one with a push notification still owed), and `countersign archive list|export` and `GET /api/archives` read
 //! the archive.
 
 mod common;
@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 const CONFIG: &str = r#"
+[outbound]
+allow = ["127.0.0.1"]
+
 [retention]
 max_tasks = 10
 interval_secs = 1
@@ -52,6 +55,21 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
         .as_str()
         .unwrap()
         .to_owned();
+    // The oldest finished task has a push notification still owed (its
+    // webhook refuses connections, so the delivery waits to be retried).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let owed = c
+        .rpc_ok(
+            "auto",
+            "SendMessage",
+            json!({"message": message("owed-1", "notify me"),
+                   "configuration": {"taskPushNotificationConfig": {"url": hook, "token": "t"}}}),
+        )
+        .await;
+    assert_eq!(owed["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let owed = owed["task"]["id"].as_str().unwrap().to_owned();
     let mut done = Vec::new();
     for i in 0..30 {
         let t = c
@@ -61,8 +79,8 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
         done.push(t["task"]["id"].as_str().unwrap().to_owned());
     }
 
-    // 31 tasks, at most 10 kept, the parked one never archived: the 21
-    // oldest finished ones go, the newest 9 stay.
+    // 32 tasks, at most 10 kept, the parked one and the one with a push
+    // owed never archived: the 22 oldest of the others go, the newest 8 stay.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let list: Value =
@@ -73,10 +91,10 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
             .iter()
             .map(|f| f["tasks"].as_u64().unwrap())
             .sum();
-        if n == 21 {
+        if n == 22 {
             break;
         }
-        assert!(n < 21, "archived too many: {list}");
+        assert!(n < 22, "archived too many: {list}");
         assert!(
             Instant::now() < deadline,
             "the job did not archive in 30 s: {list}"
@@ -89,8 +107,10 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
     assert_eq!(kept["id"], done[29].as_str());
     let p = c.rpc_ok("inbox", "GetTask", json!({"id": parked})).await;
     assert_eq!(p["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let o = c.rpc_ok("auto", "GetTask", json!({"id": owed})).await;
+    assert_eq!(o["status"]["state"], "TASK_STATE_COMPLETED");
     let live = c.rpc_ok("auto", "ListTasks", json!({})).await;
-    assert_eq!(live["totalSize"], 9, "{live}");
+    assert_eq!(live["totalSize"], 9, "8 finished and the one owed: {live}");
 
     // The human listing names the file, its count and the total.
     let text = stdout_ok(&cli(&s, &["archive", "list"]));
@@ -98,7 +118,7 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
         text.contains("tasks-") && text.contains(".jsonl.gz"),
         "{text}"
     );
-    assert!(text.contains("21 task(s)"), "{text}");
+    assert!(text.contains("22 task(s)"), "{text}");
 
     // JSON Lines export: every archived task once, oldest first, whole.
     let lines: Vec<Value> = stdout_ok(&cli(&s, &["archive", "export"]))
@@ -114,13 +134,14 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
         .map(|r| r["updatedAt"].as_str().unwrap())
         .collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
-    // The 21 oldest (tasks finished in the same millisecond are ordered by
-    // id, so the 21st may be its neighbour).
+    // The 22 oldest (tasks finished in the same millisecond are ordered by
+    // id, so the 22nd may be its neighbour).
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), 21, "each task once");
-    assert!(done[..20].iter().all(|d| ids.contains(&d.as_str())));
-    assert!(ids.iter().all(|i| done[..22].iter().any(|d| d == i)));
+    assert_eq!(ids.len(), 22, "each task once");
+    assert!(done[..21].iter().all(|d| ids.contains(&d.as_str())));
+    assert!(ids.iter().all(|i| done[..23].iter().any(|d| d == i)));
+    assert!(!ids.contains(&owed.as_str()) && !ids.contains(&parked.as_str()));
     let first = lines
         .iter()
         .find(|r| r["task"]["id"] == done[0].as_str())
@@ -142,9 +163,9 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
             out.to_str().unwrap(),
         ],
     ));
-    assert!(msg.contains("exported 21 task(s)"), "{msg}");
+    assert!(msg.contains("exported 22 task(s)"), "{msg}");
     let csv = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(csv.lines().count(), 22, "{csv}");
+    assert_eq!(csv.lines().count(), 23, "{csv}");
     assert!(csv.starts_with("id,agent,owner,context,state,"), "{csv}");
     let none = stdout_ok(&cli(&s, &["archive", "export", "--agent", "inbox"]));
     assert_eq!(none, "");
@@ -164,7 +185,7 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["files"][0]["tasks"], 21, "{body}");
+    assert_eq!(body["files"][0]["tasks"], 22, "{body}");
 }
 
 #[test]
