@@ -392,5 +392,27 @@ mod tests {
         .unwrap();
         assert_eq!(some.len(), 1);
         assert!(to_csv(&some).lines().nth(1).unwrap().starts_with("c,x,"));
+
+        // Cut short inside the compressed data (the trailer and some of the
+        // stream lost): that member is ignored, then dropped on append.
+        w.append(&[rec("d", "2026-01-07T00:00:00Z", "x")]).unwrap();
+        let len = std::fs::metadata(&jan).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&jan)
+            .unwrap()
+            .set_len(len - 12)
+            .unwrap();
+        let files = list(&dir).unwrap();
+        assert_eq!((files[0].tasks, files[0].torn), (2, true));
+        Writer::new(dir.clone())
+            .append(&[rec("e", "2026-01-08T00:00:00Z", "x")])
+            .unwrap();
+        let ids: Vec<String> = export(&dir, &ExportFilter::default())
+            .unwrap()
+            .iter()
+            .map(|r| task_id(r).unwrap().to_owned())
+            .collect();
+        assert_eq!(ids, ["a", "c", "e", "b"]);
     }
 }
