@@ -53,6 +53,8 @@ pub struct AppState {
     pub ui_files: ui_static::UiFiles,
     /// Where the UI's settings are kept.
     pub ui_settings: ui_settings::SettingsFile,
+    /// Signs the agent cards served.
+    pub card_key: crate::a2a::signing::CardKey,
 }
 
 pub type Shared = Arc<AppState>;
@@ -62,6 +64,8 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/.well-known/agent-card.json", get(card::root_card))
         .route("/.well-known/agent.json", get(card::root_legacy_card))
+        .route("/.well-known/jwks.json", get(card::jwks))
+        .route("/a2a/agents", get(card::directory))
         .route("/a2a/{agent}", any(jsonrpc::handle))
         .route("/a2a/{agent}/", any(jsonrpc::handle))
         .route("/a2a/{agent}/{*rest}", any(rest::handle))
