@@ -39,10 +39,15 @@ pub struct PeerRecord {
     pub card_ms: Option<i64>,
     pub from_config: bool,
     pub created_ms: i64,
+    /// The card fingerprint trusted on first use (or accepted since).
+    pub pin: Option<serde_json::Value>,
+    /// Set while the last fetched card differs from `pin` and nobody has
+    /// accepted it: `{"changed": [field…], "old": pin, "new": pin, "atMs"}`.
+    /// Decisions and new tasks for the peer are held meanwhile.
+    pub card_change: Option<serde_json::Value>,
 }
 
-const PEER_COLUMNS: &str =
-    "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms, decision_format";
+const PEER_COLUMNS: &str = "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms, decision_format, pin, pin_change";
 
 fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
     let auth: String = r.get(3)?;
@@ -58,6 +63,12 @@ fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
         from_config: r.get(7)?,
         created_ms: r.get(8)?,
         decision_format: r.get(9)?,
+        pin: r
+            .get::<_, Option<String>>(10)?
+            .and_then(|c| serde_json::from_str(&c).ok()),
+        card_change: r
+            .get::<_, Option<String>>(11)?
+            .and_then(|c| serde_json::from_str(&c).ok()),
     })
 }
 
@@ -70,6 +81,8 @@ pub fn put_peer(conn: &Connection, p: &PeerRecord) -> Result<()> {
          ON CONFLICT (id) DO UPDATE SET
             card = CASE WHEN peers.url = excluded.url THEN peers.card ELSE NULL END,
             card_ms = CASE WHEN peers.url = excluded.url THEN peers.card_ms ELSE NULL END,
+            pin = CASE WHEN peers.url = excluded.url THEN peers.pin ELSE NULL END,
+            pin_change = CASE WHEN peers.url = excluded.url THEN peers.pin_change ELSE NULL END,
             url = excluded.url, name = excluded.name, auth = excluded.auth,
             reject_with = excluded.reject_with, from_config = excluded.from_config,
             decision_format = excluded.decision_format",
@@ -93,6 +106,69 @@ pub fn set_card(conn: &Connection, id: &str, card: &serde_json::Value, now_ms: i
         .execute(params![id, card.to_string(), now_ms])?;
     Ok(())
 }
+
+/// Compares a freshly fetched card's fingerprint with the pinned one:
+/// pins it when there is none; records a change (returned) when it differs
+/// and that exact change is not already recorded. An unchanged card leaves
+/// a recorded change alone: only a person clears it.
+pub fn check_pin(
+    conn: &Connection,
+    id: &str,
+    pin: &serde_json::Value,
+    now_ms: i64,
+) -> Result<Option<serde_json::Value>> {
+    let Some(rec) = peer(conn, id)? else {
+        return Ok(None);
+    };
+    let Some(old) = rec.pin else {
+        conn.prepare_cached("UPDATE peers SET pin = ?2 WHERE id = ?1")?
+            .execute(params![id, pin.to_string()])?;
+        return Ok(None);
+    };
+    if &old == pin
+        || rec
+            .card_change
+            .as_ref()
+            .is_some_and(|c| c.get("new") == Some(pin))
+    {
+        return Ok(None);
+    }
+    let changed: Vec<&str> = ["identity", "skills", "auth", "key"]
+        .into_iter()
+        .filter(|k| old.get(k) != pin.get(k))
+        .collect();
+    let change = serde_json::json!({"changed": changed, "old": old, "new": pin, "atMs": now_ms});
+    conn.prepare_cached("UPDATE peers SET pin_change = ?2 WHERE id = ?1")?
+        .execute(params![id, change.to_string()])?;
+    Ok(Some(change))
+}
+
+/// Accepts a peer's changed card: its fingerprint becomes the pin, and the
+/// calls held for it are due now (dead letters it caused included).
+/// Returns false when no change was waiting.
+pub fn trust(conn: &Connection, id: &str, now_ms: i64) -> Result<bool> {
+    let accepted = conn
+        .prepare_cached(
+            "UPDATE peers SET pin = json_extract(pin_change, '$.new'), pin_change = NULL
+             WHERE id = ?1 AND pin_change IS NOT NULL",
+        )?
+        .execute([id])?
+        == 1;
+    if accepted {
+        conn.prepare_cached(
+            "UPDATE outbox SET next_ms = ?2,
+                    attempts = CASE WHEN status = 'failed' THEN 0 ELSE attempts END,
+                    status = 'pending', done_ms = NULL
+             WHERE peer_id = ?1 AND (status = 'pending'
+                   OR (status = 'failed' AND last_error LIKE ?3))",
+        )?
+        .execute(params![id, now_ms, format!("{HELD_PREFIX}%")])?;
+    }
+    Ok(accepted)
+}
+
+/// How the error of a call held for an unaccepted card change begins.
+pub const HELD_PREFIX: &str = "held:";
 
 /// A peer by id.
 pub fn peer(conn: &Connection, id: &str) -> Result<Option<PeerRecord>> {

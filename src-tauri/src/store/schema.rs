@@ -172,6 +172,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX chain_hops_by_parent ON chain_hops(parent_task_id);
     CREATE INDEX chain_hops_by_child ON chain_hops(child_task_id) WHERE child_task_id IS NOT NULL;
     CREATE INDEX chain_hops_by_time ON chain_hops(created_ms);",
+    // 6: a peer's pinned card fingerprint (identity, skills, auth schemes,
+    // signing key) and, while a fetched card differs from it and nobody has
+    // accepted the change, what changed (the peer's work is held meanwhile).
+    "ALTER TABLE peers ADD COLUMN pin TEXT;
+    ALTER TABLE peers ADD COLUMN pin_change TEXT;",
 ];
 
 /// Brings the database up to the newest schema.
