@@ -354,8 +354,7 @@ impl A2aClient {
         let jwks: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|_| bad(format!("its key set {shown} is not JSON")))?;
         let keys = crate::a2a::signing::jwks_keys(&jwks);
-        let kid =
-            crate::a2a::signing::verify(&card.card, &keys).map_err(|e| bad(e.to_string()))?;
+        let kid = crate::a2a::signing::verify(&card.card, &keys).map_err(|e| bad(e.to_string()))?;
         card.signing_key = Some(kid);
         Ok(())
     }
