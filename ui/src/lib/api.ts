@@ -449,6 +449,24 @@ export interface Peer {
   cardMs: number | null;
   fromConfig: boolean;
   createdMs: number;
+  /** The card fingerprint trusted on first use (or accepted since). */
+  pin?: PeerPin | null;
+  /** Set while the peer's card differs from `pin`: its work is held. */
+  cardChange?: PeerCardChange | null;
+}
+
+export interface PeerPin {
+  identity: { name: string; url: string };
+  skills: string[];
+  auth: string[];
+  key: string | null;
+}
+
+export interface PeerCardChange {
+  changed: Array<'identity' | 'skills' | 'auth' | 'key'>;
+  old: PeerPin;
+  new: PeerPin;
+  atMs: number;
 }
 
 export interface NewPeer {
@@ -631,6 +649,11 @@ export class Api {
 
   refreshPeer(id: string): Promise<{ peer: Peer; card: Record<string, unknown> }> {
     return this.call('POST', `/api/peers/${enc(id)}/refresh`);
+  }
+
+  /** Accepts the peer's changed card; its held work goes out. */
+  trustPeer(id: string): Promise<{ peer: Peer }> {
+    return this.call('POST', `/api/peers/${enc(id)}/trust`);
   }
 
   subscribePeer(id: string): Promise<PeerSubscription> {

@@ -19,6 +19,7 @@ export interface PeersStore extends Readable<PeersState> {
   add(p: NewPeer): Promise<Peer>;
   remove(id: string): Promise<void>;
   refresh(id: string): Promise<void>;
+  trust(id: string): Promise<void>;
   subscribePeer(id: string): Promise<PeerSubscription>;
   retryDelivery(id: string): Promise<void>;
 }
@@ -77,6 +78,15 @@ export function createPeers(api: Api): PeersStore {
           ...s,
           health: { ...s.health, [id]: { ok: false, message: (e as Error).message, atMs: Date.now() } },
         }));
+      }
+    },
+    async trust(id) {
+      try {
+        const { peer } = await api.trustPeer(id);
+        const { items } = await api.outbox(false);
+        update((s) => ({ ...s, peers: s.peers.map((x) => (x.id === id ? peer : x)), outbox: items, error: null }));
+      } catch (e) {
+        update((s) => ({ ...s, error: (e as Error).message }));
       }
     },
     async retryDelivery(id) {
