@@ -455,7 +455,7 @@ describe('the approval UI', () => {
     }
   });
 
-  test('a peer whose card changed shows a banner with what changed; Trust the new card clears it', async () => {
+  test('a peer whose card changed shows a banner live, with what changed; Trust the new card clears it', async () => {
     const peerServer = await startServer();
     // The peer's card, served by a small server here so that it can change.
     const card = await (await fetch(`${peerServer.base}/a2a/ops/.well-known/agent-card.json`)).json();
@@ -477,7 +477,8 @@ describe('the approval UI', () => {
       const peer = page.getByTestId('peer-pinned');
       await peer.waitFor();
       assert.equal(await page.getByTestId('card-change-pinned').count(), 0);
-      await peer.getByRole('button', { name: 'Check now' }).click();
+      // Read elsewhere (the sweep, the CLI): the open page learns it from the event stream.
+      assert.equal((await api(server, '/api/peers/pinned/refresh', { method: 'POST' })).status, 200);
       const banner = page.getByTestId('card-change-pinned');
       await banner.waitFor();
       const text = await banner.innerText();

@@ -17,6 +17,16 @@ use crate::clock::now_ms;
 use crate::config::{PeerConfig, RejectWith};
 use crate::store::peers::{self as p, OutboxItem, PeerAuthRecord, PeerRecord, Subscription};
 
+/// A peer's held state changed: its card changed since it was trusted
+/// (`held`), or a person accepted it. Published after the commit.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerNotice {
+    pub peer_id: String,
+    pub held: bool,
+    pub changed: Vec<String>,
+}
+
 /// Why a peer operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
@@ -210,6 +220,12 @@ impl Engine {
         if accepted {
             tracing::info!(peer = %id, "the peer's changed card was accepted");
             self.inner.outbox_ready.notify_one();
+            // Nobody listening is fine.
+            let _ = self.inner.peer_notices.send(PeerNotice {
+                peer_id: id.to_owned(),
+                held: false,
+                changed: Vec::new(),
+            });
         }
         self.peer_record(id).await
     }
@@ -232,6 +248,11 @@ impl Engine {
                     .unwrap_or_default(),
             }),
         }
+    }
+
+    /// Notices of peers held or released, from now on.
+    pub fn peer_notices(&self) -> tokio::sync::broadcast::Receiver<PeerNotice> {
+        self.inner.peer_notices.subscribe()
     }
 
     /// Every peer.
@@ -290,6 +311,18 @@ impl Engine {
             })
             .await?;
         if let Some(change) = change {
+            let _ = self.inner.peer_notices.send(PeerNotice {
+                peer_id: id.to_owned(),
+                held: true,
+                changed: change["changed"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            });
             tracing::warn!(
                 peer = %id,
                 changed = %change["changed"],

@@ -54,7 +54,8 @@ export interface ApiEvent {
   seq?: number;
   /** `TASK_STATE_…` for task events. */
   state?: string;
-  /** `task`, `message`, `statusUpdate`, `artifactUpdate`, or `chain`. */
+  /** `task`, `message`, `statusUpdate`, `artifactUpdate`, `chain`, or `peer`
+   * (`{peerId, held, changed}`: a peer held for a changed card, or released). */
   kind: string;
   [key: string]: unknown;
 }

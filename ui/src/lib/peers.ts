@@ -1,6 +1,6 @@
 /** Served agents and peers (remote agents), with their subscriptions. */
 import { writable, type Readable } from 'svelte/store';
-import type { Agent, Api, NewPeer, OutboxItem, Peer, PeerSubscription } from './api';
+import type { Agent, Api, ApiEvent, NewPeer, OutboxItem, Peer, PeerSubscription } from './api';
 
 export interface PeersState {
   agents: Agent[];
@@ -20,6 +20,8 @@ export interface PeersStore extends Readable<PeersState> {
   remove(id: string): Promise<void>;
   refresh(id: string): Promise<void>;
   trust(id: string): Promise<void>;
+  /** A `peer` event (held for a changed card, or released): re-read that peer. */
+  onEvent(ev: ApiEvent): void;
   subscribePeer(id: string): Promise<PeerSubscription>;
   retryDelivery(id: string): Promise<void>;
 }
@@ -79,6 +81,13 @@ export function createPeers(api: Api): PeersStore {
           health: { ...s.health, [id]: { ok: false, message: (e as Error).message, atMs: Date.now() } },
         }));
       }
+    },
+    onEvent(ev) {
+      if (ev.kind !== 'peer' || typeof ev.peerId !== 'string') return;
+      void api
+        .peers()
+        .then(({ peers }) => update((s) => ({ ...s, peers })))
+        .catch(() => undefined);
     },
     async trust(id) {
       try {
