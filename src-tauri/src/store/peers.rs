@@ -429,3 +429,90 @@ pub fn outbox(conn: &Connection, failed_only: bool, limit: usize) -> Result<Vec<
     let rows = stmt.query_map(params![failed_only, limit as i64], outbox_row)?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut c, &path).unwrap();
+        (dir, c)
+    }
+
+    fn peer_rec(url: &str) -> PeerRecord {
+        PeerRecord {
+            id: "p".into(),
+            url: url.into(),
+            name: None,
+            auth: PeerAuthRecord::default(),
+            reject_with: "message".into(),
+            decision_format: "parts".into(),
+            card: None,
+            card_ms: None,
+            from_config: false,
+            created_ms: 1,
+            pin: None,
+            card_change: None,
+        }
+    }
+
+    fn item(id: &str) -> OutboxItem {
+        let mut i = OutboxItem::due_now(id.into(), "decision", id.into(), json!({}), 1);
+        i.peer_id = Some("p".into());
+        i
+    }
+
+    #[test]
+    fn pins_on_first_use_records_a_change_once_and_trust_requeues_what_it_held() {
+        let (_d, c) = db();
+        put_peer(&c, &peer_rec("http://127.0.0.1:1/a")).unwrap();
+        let v1 = json!({"identity": {"name": "A"}, "skills": ["x"], "auth": [], "key": "k1"});
+        let v2 = json!({"identity": {"name": "A"}, "skills": ["x", "y"], "auth": [], "key": "k2"});
+        assert_eq!(check_pin(&c, "p", &v1, 10).unwrap(), None);
+        assert_eq!(peer(&c, "p").unwrap().unwrap().pin, Some(v1.clone()));
+        assert_eq!(check_pin(&c, "p", &v1, 11).unwrap(), None);
+        let change = check_pin(&c, "p", &v2, 12).unwrap().unwrap();
+        assert_eq!(change["changed"], json!(["skills", "key"]));
+        // The same change again is not news; the pin stays until trusted.
+        assert_eq!(check_pin(&c, "p", &v2, 13).unwrap(), None);
+        // Going back to the pinned card does not clear it either: only a person does.
+        assert_eq!(check_pin(&c, "p", &v1, 14).unwrap(), None);
+        let rec = peer(&c, "p").unwrap().unwrap();
+        assert_eq!(rec.pin, Some(v1.clone()));
+        assert_eq!(rec.card_change.unwrap()["atMs"], 12);
+
+        // Held calls: one pending, one dead for being held, one dead for another reason.
+        for id in ["a", "b", "c"] {
+            enqueue(&c, &item(id)).unwrap();
+        }
+        record_attempt(&c, "a", "pending", Some("held: x"), 1_000_000, 20).unwrap();
+        record_attempt(&c, "b", "failed", Some("held: x"), 20, 20).unwrap();
+        record_attempt(
+            &c,
+            "c",
+            "failed",
+            Some("the peer answered HTTP 400"),
+            20,
+            20,
+        )
+        .unwrap();
+        assert!(trust(&c, "p", 30).unwrap());
+        let rec = peer(&c, "p").unwrap().unwrap();
+        assert_eq!(rec.pin, Some(v2));
+        assert_eq!(rec.card_change, None);
+        let st = |id: &str| outbox_item(&c, id).unwrap().unwrap();
+        assert_eq!((st("a").status.as_str(), st("a").next_ms), ("pending", 30));
+        assert_eq!((st("b").status.as_str(), st("b").attempts), ("pending", 0));
+        assert_eq!(st("c").status, "failed");
+        // Nothing waiting: nothing to accept.
+        assert!(!trust(&c, "p", 40).unwrap());
+
+        // A new URL (the person edited the peer) starts over: no pin.
+        put_peer(&c, &peer_rec("http://127.0.0.1:2/b")).unwrap();
+        assert_eq!(peer(&c, "p").unwrap().unwrap().pin, None);
+    }
+}
