@@ -154,8 +154,11 @@ impl CardKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublicKey {
     key: VerifyingKey,
-    /// RFC 7638 thumbprint (base64url SHA-256) of the JWK.
+    /// The id signatures name it by: the JWK's `kid`, else the thumbprint.
     pub kid: String,
+    /// RFC 7638 thumbprint (base64url SHA-256) of the JWK: what the key
+    /// is, whatever it is called.
+    pub thumbprint: String,
 }
 
 impl PublicKey {
@@ -163,14 +166,15 @@ impl PublicKey {
         let point = key.to_encoded_point(false);
         let x = point.x().map(|x| B64.encode(x)).unwrap_or_default();
         let y = point.y().map(|y| B64.encode(y)).unwrap_or_default();
+        let t = thumbprint(&x, &y);
         PublicKey {
             key,
-            kid: thumbprint(&x, &y),
+            kid: t.clone(),
+            thumbprint: t,
         }
     }
 
-    /// Reads an EC P-256 JWK (`kty`, `crv`, `x`, `y`); its `kid` is the
-    /// thumbprint, whatever the JWK says.
+    /// Reads an EC P-256 JWK (`kty`, `crv`, `x`, `y`, optional `kid`).
     pub fn from_jwk(jwk: &Value) -> Result<PublicKey, SignError> {
         let field = |k: &str| jwk.get(k).and_then(Value::as_str).unwrap_or_default();
         if field("kty") != "EC" || field("crv") != "P-256" {
@@ -193,7 +197,15 @@ impl PublicKey {
         );
         let key = VerifyingKey::from_encoded_point(&point)
             .map_err(|_| SignError::Key("JWK point is not on P-256".into()))?;
-        Ok(PublicKey::from_verifying_key(key))
+        let mut public = PublicKey::from_verifying_key(key);
+        if let Some(kid) = jwk
+            .get("kid")
+            .and_then(Value::as_str)
+            .filter(|k| !k.is_empty())
+        {
+            public.kid = kid.to_owned();
+        }
+        Ok(public)
     }
 
     /// The JWK, with `kid`, `alg` and `use`.
@@ -247,8 +259,9 @@ fn signature_list(card: &Value) -> &[Value] {
         .unwrap_or(&[])
 }
 
-/// Verifies `card`: succeeds with the `kid` of the first signature that one
-/// of `keys` verifies over the card's payload. The payload is tried as this
+/// Verifies `card`: succeeds with the thumbprint of the key (one of `keys`,
+/// found by the signature's `kid`) that verifies the first good signature
+/// over the card's payload. The payload is tried as this
 /// module signs it, over the card's 1.0 fields only (a 0.3/1.0 merged card
 /// signed by an SDK that parsed it), and as plain RFC 8785 of the card.
 pub fn verify(card: &Value, keys: &[PublicKey]) -> Result<String, SignError> {
@@ -299,7 +312,7 @@ pub fn verify(card: &Value, keys: &[PublicKey]) -> Result<String, SignError> {
             for payload in &payloads {
                 let input = format!("{protected}.{}", B64.encode(payload));
                 if key.key.verify(input.as_bytes(), &signature).is_ok() {
-                    return Ok(key.kid.clone());
+                    return Ok(key.thumbprint.clone());
                 }
             }
             Err(SignError::Invalid)
@@ -423,7 +436,7 @@ mod tests {
             .unwrap();
         card["signatures"] = json!([sig]);
         let keys = vec![key.public().clone()];
-        assert_eq!(verify(&card, &keys).unwrap(), key.public().kid);
+        assert_eq!(verify(&card, &keys).unwrap(), key.public().thumbprint);
 
         // The header says what the spec asks for.
         let h = signature_headers(&card)[0].clone().unwrap();
@@ -465,6 +478,30 @@ mod tests {
 
         // Unsigned cards say so.
         assert_eq!(verify(&self::card(), &keys), Err(SignError::Unsigned));
+    }
+
+    /// A card signed by the official Python SDK (a2a-sdk 1.3.0,
+    /// `create_agent_card_signer`, ES256, its own `kid`), as an SDK server
+    /// serves it: non-ASCII text, an empty description it dropped, an empty
+    /// scope list. Made once by the SDK; kept as a known answer.
+    #[test]
+    fn a_card_signed_by_the_official_sdk_verifies() {
+        let v: Value =
+            serde_json::from_str(include_str!("../../../tests/signing/sdk-signed-card.json"))
+                .unwrap();
+        let keys = jwks_keys(&v["jwks"]);
+        assert_eq!(keys[0].kid, "sdk-key-1");
+        assert_eq!(verify(&v["card"], &keys), Ok(keys[0].thumbprint.clone()));
+        let mut tampered = v["card"].clone();
+        tampered["skills"][0]["tags"] = json!(["a"]);
+        assert_eq!(verify(&tampered, &keys), Err(SignError::Invalid));
+        // Another key under the SDK's kid does not verify it.
+        let mut other = CardKey::generate().unwrap().public().jwk();
+        other["kid"] = json!("sdk-key-1");
+        assert_eq!(
+            verify(&v["card"], &jwks_keys(&json!({"keys": [other]}))),
+            Err(SignError::Invalid)
+        );
     }
 
     #[test]

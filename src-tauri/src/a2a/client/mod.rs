@@ -309,7 +309,7 @@ impl A2aClient {
 
     /// Verifies a signed card (spec §8.4) with the keys its signatures'
     /// `jku` publishes, which must be on the card's own origin (a card cannot
-    /// send us elsewhere); records the verified key's `kid`. An unsigned card
+    /// send us elsewhere); records the verified key's thumbprint. An unsigned card
     /// passes; a signed one that does not verify is refused.
     async fn check_signature(&self, card: &mut PeerCard) -> Result<(), ClientError> {
         let sig_headers = crate::a2a::signing::signature_headers(&card.card);

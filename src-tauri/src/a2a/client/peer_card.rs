@@ -70,7 +70,7 @@ pub struct PeerCard {
     pub endpoints: Vec<Endpoint>,
     /// The endpoint to use: the first of `endpoints`.
     pub chosen: Endpoint,
-    /// The `kid` of the key whose signature on the card verified (set by
+    /// The RFC 7638 thumbprint of the key whose signature on the card verified (set by
     /// discovery; `None` for an unsigned card).
     pub signing_key: Option<String>,
 }
