@@ -180,6 +180,12 @@ impl<'a> From<&'a Event> for EventNotice<'a> {
     }
 }
 
+/// A peer notice as the event stream (and the desktop window) carries it:
+/// `{"kind": "peer", "peerId", "held", "changed"}`.
+pub fn peer_event(n: &crate::engine::peers::PeerNotice) -> serde_json::Value {
+    serde_json::json!({"kind": "peer", "peerId": n.peer_id, "held": n.held, "changed": n.changed})
+}
+
 /// `GET /api/events`: every committed change of every task, as it commits.
 /// The stream ends when the server shuts down, or when the client falls too
 /// far behind (it reconnects and re-reads what it shows).
@@ -212,11 +218,7 @@ fn notices(
                     let ev = ev.ok()?;
                     serde_json::to_string(&EventNotice::from(ev.as_ref())).unwrap_or_default()
                 }
-                p = peers.recv() => {
-                    let mut v = serde_json::to_value(p.ok()?).unwrap_or_default();
-                    v["kind"] = serde_json::json!("peer");
-                    v.to_string()
-                }
+                p = peers.recv() => peer_event(&p.ok()?).to_string(),
                 _ = shutdown.changed() => return None,
             };
             Some((Ok(SseEvent::default().data(data)), (rx, peers, shutdown)))
