@@ -327,6 +327,18 @@ async fn gateway_root_card_points_to_the_directory() {
         .status(),
         304
     );
+    // Without A2A-Version too: no 0.3 `url` that would pass the directory
+    // off as a JSON-RPC endpoint.
+    let plain: Value = get(&c, "/.well-known/agent-card.json", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        plain.get("url").is_none() && plain.get("preferredTransport").is_none(),
+        "{plain}"
+    );
+    assert_eq!(plain["name"], "Team gateway");
     // The interface leads to the directory.
     let dir: Value = get(&c, "/a2a/agents", &[]).await.json().await.unwrap();
     assert_eq!(dir["total"], 2);

@@ -240,21 +240,18 @@ fn to_json(card: &AgentCard) -> Value {
 }
 
 /// `GET /.well-known/agent-card.json`: the first agent's card (see
-/// [`agent_card`] for its shape).
+/// [`agent_card`] for its shape), or the gateway card.
 pub async fn root_card(
     State(state): State<Shared>,
     uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
     if state.config.cards.root == RootCard::Gateway {
-        let card = gateway_card(&state, &base_url(&state, &headers));
-        let body = served(
-            &state,
-            &card,
-            shape(&state, &headers, &uri),
-            &base_url(&state, &headers),
-        );
-        return card_response(&state, &body, &headers, true);
+        // Always the 1.0 shape: the 0.3 fields would present the directory
+        // as a JSON-RPC endpoint (`url` + `preferredTransport`).
+        let base = base_url(&state, &headers);
+        let body = served(&state, &gateway_card(&state, &base), Shape::Strict, &base);
+        return card_response(&state, &body, &headers, false);
     }
     match state.engine.agents().first() {
         Some(agent) => agent_card(&state, agent, &headers, &uri),
