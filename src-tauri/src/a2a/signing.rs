@@ -324,11 +324,8 @@ pub fn verify(card: &Value, keys: &[PublicKey]) -> Result<String, SignError> {
             }
         }
     }
-    // A bad signature says more than "no key"; both beat a generic answer.
-    Err(match first_problem {
-        Some(SignError::UnknownKey { .. }) | None => SignError::Invalid,
-        Some(e) => e,
-    })
+    // What went wrong with the first signature says the most.
+    Err(first_problem.unwrap_or(SignError::Invalid))
 }
 
 fn candidate_payloads(card: &Value) -> Result<Vec<Vec<u8>>, SignError> {
@@ -469,10 +466,17 @@ mod tests {
         flipped["signatures"][0]["signature"] = json!(B64.encode(raw));
         assert_eq!(verify(&flipped, &keys), Err(SignError::Invalid));
 
-        // Another key does not verify it.
+        // Another key does not verify it: not found by the signature's kid,
+        // nor when published under that kid.
         let other = CardKey::generate().unwrap();
-        assert_eq!(
+        assert!(matches!(
             verify(&card, &[other.public().clone()]),
+            Err(SignError::UnknownKey { index: 0, .. })
+        ));
+        let mut renamed = other.public().jwk();
+        renamed["kid"] = json!(key.public().kid);
+        assert_eq!(
+            verify(&card, &jwks_keys(&json!({"keys": [renamed]}))),
             Err(SignError::Invalid)
         );
 
