@@ -263,11 +263,30 @@ pub enum CardCompat {
     Strict,
 }
 
+/// What `/.well-known/agent-card.json` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RootCard {
+    /// The first configured agent's card.
+    #[default]
+    First,
+    /// A card for the whole server: one skill per agent, and an interface
+    /// pointing to the agent directory (`/a2a/agents`).
+    Gateway,
+}
+
 /// Agent card settings.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CardsConfig {
     pub compat: CardCompat,
+    pub root: RootCard,
+    /// The gateway card's name and description (`root = "gateway"`).
+    pub gateway_name: Option<String>,
+    pub gateway_description: Option<String>,
+    /// A P-256 private key (PKCS#8 or SEC1 PEM) that signs the cards; when
+    /// unset, one is made on first start in the data dir (`card-key.pem`).
+    pub signing_key: Option<PathBuf>,
 }
 
 /// Bounds on what a request may carry.
@@ -569,6 +588,14 @@ impl Config {
                     Some(a.id.span()),
                     format!(
                         "agents[{i}].id: `{id}` is not a slug (lowercase letters, digits and `-`, 1 to 64 characters)"
+                    ),
+                ));
+            }
+            if id == "agents" {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!(
+                        "agents[{i}].id: `agents` is reserved for the agent directory (/a2a/agents)"
                     ),
                 ));
             }

@@ -310,6 +310,9 @@ enum PeersCommand {
     List(PeersListArgs),
     /// Remove a peer (its watched tasks stay).
     Remove(PeersRemoveArgs),
+    /// Accept a peer's changed agent card (identity, skills, auth or signing
+    /// key): the decisions and new tasks held for it go out.
+    Trust(PeersRemoveArgs),
 }
 
 #[derive(clap::Args)]
@@ -585,6 +588,9 @@ fn run_peers(command: PeersCommand) -> ExitCode {
         }),
         PeersCommand::Remove(a) => run_client(a.instance, async move |dir| {
             cli::peers_remove(&dir, &a.id).await
+        }),
+        PeersCommand::Trust(a) => run_client(a.instance, async move |dir| {
+            cli::peers_trust(&dir, &a.id).await
         }),
     }
 }

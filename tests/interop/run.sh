@@ -35,6 +35,8 @@ run node js_client.mjs "$BASE_URL" interop "$@"
 run node js_client.mjs "$BASE_URL" interop --card root --transport jsonrpc "$@"
 run node js_client.mjs "$BASE_URL" interop --dialect 0.3 "$@"
 run .venv-sdk03/bin/python legacy_client.py "$BASE_URL" interop --stream "$@"
+# The SDK's signature verifier accepts every card we serve (keys from our JWKS).
+run .venv-sdk1/bin/python card_signature.py "$BASE_URL" interop
 
 # A person decides, through the CLI, on work the official Python SDK handed
 # to the human agent; the SDK client sees the outcome by streaming, polling,

@@ -4,6 +4,7 @@
 import { after, before, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { api, getTask, launch, openPage, output, send, startServer, until, xssCorpus } from './harness.mjs';
 
@@ -450,6 +451,50 @@ describe('the approval UI', () => {
       assert.ok(peers.body.peers.some((p) => p.id === 'ops-two'));
       await page.screenshot({ path: join(output, 'agents.png'), fullPage: true });
     } finally {
+      await peerServer.stop();
+    }
+  });
+
+  test('a peer whose card changed shows a banner live, with what changed; Trust the new card clears it', async () => {
+    const peerServer = await startServer();
+    // The peer's card, served by a small server here so that it can change.
+    const card = await (await fetch(`${peerServer.base}/a2a/ops/.well-known/agent-card.json`)).json();
+    delete card.signatures;
+    let served = card;
+    const cards = createServer((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify(served));
+    });
+    await new Promise((ok) => cards.listen(0, '127.0.0.1', ok));
+    const cardUrl = `http://127.0.0.1:${cards.address().port}/agent-card.json`;
+    try {
+      const added = await api(server, '/api/peers', { method: 'POST', body: JSON.stringify({ id: 'pinned', url: cardUrl }) });
+      assert.equal(added.status, 201, JSON.stringify(added.body));
+      served = { ...card, skills: [...card.skills, { id: 'wire-money', name: 'Wire money', description: 'x', tags: [] }] };
+      const page = await fresh();
+      await page.keyboard.press('g');
+      await page.keyboard.press('a');
+      const peer = page.getByTestId('peer-pinned');
+      await peer.waitFor();
+      assert.equal(await page.getByTestId('card-change-pinned').count(), 0);
+      // Read elsewhere (the sweep, the CLI): the open page learns it from the event stream.
+      assert.equal((await api(server, '/api/peers/pinned/refresh', { method: 'POST' })).status, 200);
+      const banner = page.getByTestId('card-change-pinned');
+      await banner.waitFor();
+      const text = await banner.innerText();
+      assert.match(text, /card changed/i);
+      assert.match(text, /skills/);
+      assert.match(text, /wire-money/);
+      await page.screenshot({ path: join(output, 'peer-card-changed.png'), fullPage: true });
+      await page.getByTestId('trust-pinned').click();
+      await banner.waitFor({ state: 'detached' });
+      const peers = await api(server, '/api/peers');
+      const p = peers.body.peers.find((x) => x.id === 'pinned');
+      assert.equal(p.cardChange ?? null, null);
+      assert.ok(p.pin.skills.includes('wire-money'));
+    } finally {
+      await api(server, '/api/peers/pinned', { method: 'DELETE' });
+      cards.close();
       await peerServer.stop();
     }
   });

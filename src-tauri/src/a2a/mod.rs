@@ -4,6 +4,7 @@
 pub mod card;
 pub mod client;
 pub mod error;
+pub mod signing;
 pub mod types;
 pub mod v0_3;
 pub mod v0_3_rest;

@@ -77,6 +77,9 @@ pub struct PeerView {
     pub card: Option<Value>,
     #[serde(default)]
     pub card_ms: Option<i64>,
+    /// Set while the peer's card has an unaccepted change.
+    #[serde(default)]
+    pub card_change: Option<Value>,
 }
 
 impl PeerView {
@@ -303,7 +306,25 @@ pub fn peers(items: &[PeerView], now: i64) -> String {
             ]
         })
         .collect();
-    table(&["ID", "NAME", "URL", "CARD AGE"], &rows)
+    let mut out = table(&["ID", "NAME", "URL", "CARD AGE"], &rows);
+    for p in items {
+        if let Some(change) = &p.card_change {
+            out.push_str(&card_change_line(&p.id, change));
+        }
+    }
+    out
+}
+
+/// The warning for a peer whose card changed since it was trusted.
+pub fn card_change_line(id: &str, change: &Value) -> String {
+    let fields: Vec<&str> = change["changed"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    format!(
+        "warning: the card of peer {id} changed ({}); its decisions and new tasks are held until you run `countersign peers trust {id}`\n",
+        fields.join(", ")
+    )
 }
 
 /// Calls owed to peers (`GET /api/outbox`).

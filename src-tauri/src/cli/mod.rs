@@ -15,7 +15,9 @@ pub use archive::{ExportFormat, archive_export, archive_list, parse_time};
 pub use chains::{
     chains_add, chains_gate, chains_hops, chains_list, chains_remove, deliveries_retry,
 };
-pub use peers::{PeerAuth, deliveries, peers_add, peers_list, peers_remove, send, subscribe};
+pub use peers::{
+    PeerAuth, deliveries, peers_add, peers_list, peers_remove, peers_trust, send, subscribe,
+};
 
 use std::path::{Path, PathBuf};
 

@@ -95,6 +95,18 @@ pub async fn peers_remove(data_dir: &Path, id: &str) -> Result<Output, CliError>
     Ok(Output::new(format!("removed peer {id}")))
 }
 
+/// `countersign peers trust ID`: accepts the peer's changed card.
+pub async fn peers_trust(data_dir: &Path, id: &str) -> Result<Output, CliError> {
+    let api = Api::connect(data_dir)?;
+    let answer = api.post(&["peers", id, "trust"], &json!({})).await?;
+    let peer: PeerView =
+        serde_json::from_value(answer["peer"].clone()).map_err(|e| unreadable("peer", e))?;
+    Ok(Output::new(match peer.card_change {
+        None => format!("peer {id}: its current card is trusted; held deliveries go out now"),
+        Some(change) => human::card_change_line(id, &change),
+    }))
+}
+
 /// `countersign send PEER TEXT [--file PATH]… [--watch]`: starts a task on
 /// the peer, mirrored here. With `watch`, each new state goes to `progress`
 /// (one line each) until the task finishes or parks for a decision.

@@ -250,6 +250,20 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
             }
         }
     });
+    // Peers held for a changed card, or released: to the window too.
+    let mut peer_rx = shell.state.engine.peer_notices();
+    let h = handle.clone();
+    shell.runtime.spawn(async move {
+        loop {
+            match peer_rx.recv().await {
+                Ok(n) => {
+                    let _ = h.emit("api-event", crate::server::ui_api::peer_event(&n));
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
     notify::start(handle, shell);
     Ok(())
 }

@@ -74,6 +74,8 @@ struct Inner {
     bus: Bus,
     /// Woken when a call is queued in the outbox.
     outbox_ready: tokio::sync::Notify,
+    /// A peer's card changed or was accepted (after the commit).
+    peer_notices: tokio::sync::broadcast::Sender<peers::PeerNotice>,
     /// The A2A client for peers, made on first use.
     client: std::sync::OnceLock<crate::a2a::client::A2aClient>,
     /// Where peers reach our `/webhooks/` (known once the server is bound).
@@ -128,6 +130,7 @@ impl Engine {
                 store,
                 bus: Bus::default(),
                 outbox_ready: tokio::sync::Notify::new(),
+                peer_notices: tokio::sync::broadcast::channel(64).0,
                 client: std::sync::OnceLock::new(),
                 webhook_base: std::sync::OnceLock::new(),
                 dispatch: std::sync::OnceLock::new(),

@@ -17,6 +17,16 @@ use crate::clock::now_ms;
 use crate::config::{PeerConfig, RejectWith};
 use crate::store::peers::{self as p, OutboxItem, PeerAuthRecord, PeerRecord, Subscription};
 
+/// A peer's held state changed: its card changed since it was trusted
+/// (`held`), or a person accepted it. Published after the commit.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerNotice {
+    pub peer_id: String,
+    pub held: bool,
+    pub changed: Vec<String>,
+}
+
 /// Why a peer operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
@@ -28,6 +38,13 @@ pub enum PeerError {
     Client(#[from] ClientError),
     #[error("storage failure: {0}")]
     Store(#[from] crate::store::Error),
+    /// The peer's card changed since it was trusted; nothing goes to it
+    /// until a person accepts the change. (The message starts with
+    /// [`p::HELD_PREFIX`]: accepting re-queues the dead letters it caused.)
+    #[error(
+        "held: the agent card of peer `{peer}` changed ({changed}) since it was trusted; review it and accept it (countersign peers trust {peer})"
+    )]
+    Held { peer: String, changed: String },
 }
 
 impl PeerError {
@@ -35,7 +52,8 @@ impl PeerError {
     pub fn is_transient(&self) -> bool {
         match self {
             PeerError::Client(c) => c.is_transient(),
-            PeerError::Store(_) => true,
+            // Retried until accepted (accepting also wakes the retries).
+            PeerError::Store(_) | PeerError::Held { .. } => true,
             PeerError::UnknownPeer(_) | PeerError::Invalid(_) => false,
         }
     }
@@ -120,6 +138,8 @@ impl Engine {
                 card_ms: None,
                 from_config: true,
                 created_ms: now_ms(),
+                pin: None,
+                card_change: None,
             };
             self.inner
                 .store
@@ -170,17 +190,69 @@ impl Engine {
             card_ms: Some(now_ms()),
             from_config: false,
             created_ms: now_ms(),
+            pin: None,
+            card_change: None,
         };
         let stored = rec.clone();
         let card_json = card.card.clone();
+        let pin = card.pin();
         self.inner
             .store
             .write(move |conn| {
                 p::put_peer(conn, &stored)?;
-                p::set_card(conn, &stored.id, &card_json, now_ms())
+                p::set_card(conn, &stored.id, &card_json, now_ms())?;
+                p::check_pin(conn, &stored.id, &pin, now_ms())
             })
             .await?;
-        Ok(rec)
+        self.peer_record(id).await
+    }
+
+    /// Accepts a peer's changed card (`card_change`): it becomes the pinned
+    /// one and the peer's held calls go out now.
+    pub async fn trust_peer(&self, id: &str) -> Result<PeerRecord, PeerError> {
+        self.peer_record(id).await?;
+        let pid = id.to_owned();
+        let accepted = self
+            .inner
+            .store
+            .write(move |conn| p::trust(conn, &pid, now_ms()))
+            .await?;
+        if accepted {
+            tracing::info!(peer = %id, "the peer's changed card was accepted");
+            self.inner.outbox_ready.notify_one();
+            // Nobody listening is fine.
+            let _ = self.inner.peer_notices.send(PeerNotice {
+                peer_id: id.to_owned(),
+                held: false,
+                changed: Vec::new(),
+            });
+        }
+        self.peer_record(id).await
+    }
+
+    /// Refuses to send a peer anything while its card has an unaccepted
+    /// change.
+    fn ensure_trusted(rec: &PeerRecord) -> Result<(), PeerError> {
+        match &rec.card_change {
+            None => Ok(()),
+            Some(change) => Err(PeerError::Held {
+                peer: rec.id.clone(),
+                changed: change["changed"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// Notices of peers held or released, from now on.
+    pub fn peer_notices(&self) -> tokio::sync::broadcast::Receiver<PeerNotice> {
+        self.inner.peer_notices.subscribe()
     }
 
     /// Every peer.
@@ -229,12 +301,35 @@ impl Engine {
             .client()?
             .discover(&rec.url, &auth_of(&rec.auth))
             .await?;
-        let (pid, json) = (rec.id.clone(), card.card.clone());
-        self.inner
+        let (pid, json, pin) = (rec.id.clone(), card.card.clone(), card.pin());
+        let change = self
+            .inner
             .store
-            .write(move |conn| p::set_card(conn, &pid, &json, now_ms()))
+            .write(move |conn| {
+                p::set_card(conn, &pid, &json, now_ms())?;
+                p::check_pin(conn, &pid, &pin, now_ms())
+            })
             .await?;
-        Ok((rec, card))
+        if let Some(change) = change {
+            let _ = self.inner.peer_notices.send(PeerNotice {
+                peer_id: id.to_owned(),
+                held: true,
+                changed: change["changed"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            });
+            tracing::warn!(
+                peer = %id,
+                changed = %change["changed"],
+                "the peer's agent card changed since it was trusted; its decisions and new tasks are held until the change is accepted (countersign peers trust {id})"
+            );
+        }
+        Ok((self.peer_record(id).await?, card))
     }
 
     /// A new webhook subscription for a peer's pushes.
@@ -353,7 +448,9 @@ impl Engine {
         message: Message,
         hop: Option<String>,
     ) -> Result<Task, PeerError> {
-        let (rec, card) = self.peer_card(peer_id, false).await?;
+        // A fresh card: a new task goes only to the agent the person trusted.
+        let (rec, card) = self.peer_card(peer_id, true).await?;
+        Self::ensure_trusted(&rec)?;
         let auth = auth_of(&rec.auth);
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
@@ -414,6 +511,16 @@ impl Engine {
                 return 0;
             }
         };
+        // Each peer's card is read again once per sweep: a changed card is
+        // noticed (and its peer held) even when nobody sends anything.
+        let mut peers: Vec<&str> = open.iter().map(|(_, peer, _)| peer.as_str()).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        for peer in peers {
+            if let Err(e) = self.peer_card(peer, true).await {
+                tracing::debug!(peer = %peer, "sweep could not re-read the card: {e}");
+            }
+        }
         let mut n = 0;
         for (id, peer, remote) in open {
             match self.refresh_watched(&peer, None, &remote).await {
@@ -431,6 +538,7 @@ impl Engine {
             .clone()
             .ok_or_else(|| PeerError::Invalid("outbox item without a peer".into()))?;
         let (rec, card) = self.peer_card(&peer_id, false).await?;
+        Self::ensure_trusted(&rec)?;
         let auth = auth_of(&rec.auth);
         let b = &item.body;
         let remote_id = b["remoteTaskId"].as_str().unwrap_or_default().to_owned();

@@ -1,5 +1,7 @@
-//! Agent cards: built from config and the URL clients reach us at, served
-//! with `Cache-Control`, `ETag` and `Last-Modified`, 304 on a match.
+//! Agent cards: built from config and the URL clients reach us at, signed
+//! (spec §8.4, key in [`load_key`]), served with `Cache-Control`, `ETag` and
+//! `Last-Modified`, 304 on a match. Also the agent directory (`/a2a/agents`),
+//! the gateway root card and the JWKS that verifies the signatures.
 
 use std::sync::Arc;
 
@@ -12,7 +14,8 @@ use sha2::{Digest, Sha256};
 use super::{AppState, Shared, base_url, rest};
 use crate::a2a::Error;
 use crate::a2a::card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
-use crate::config::SkillConfig;
+use crate::a2a::signing::CardKey;
+use crate::config::{RootCard, SkillConfig};
 use crate::engine::Agent;
 
 /// How long clients may cache a card, in seconds.
@@ -156,10 +159,11 @@ pub fn extended_card(state: &AppState, agent: &Agent, base: &str) -> Result<Agen
         card.description = d.clone();
     }
     card.skills.extend(ext.skills.iter().map(skill));
+    card.signatures = sign(state, &to_json(&card), base).into_iter().collect();
     Ok(card)
 }
 
-/// Serves a card with caching headers.
+/// Serves a card (or the directory, or the JWKS) with caching headers.
 fn card_response(
     state: &AppState,
     card: &Value,
@@ -187,9 +191,10 @@ fn card_response(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(state.started_ms.max(0) as u64),
     );
     let matches = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| if_none_match(v, &etag));
     let mut resp = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
@@ -221,20 +226,220 @@ fn card_response(
     resp
 }
 
+/// Whether an `If-None-Match` value matches `etag` (RFC 9110 §13.1.2: `*`,
+/// or a comma list compared weakly, so `W/"x"` matches `"x"`).
+fn if_none_match(value: &str, etag: &str) -> bool {
+    value
+        .split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
+}
+
 fn to_json(card: &AgentCard) -> Value {
     serde_json::to_value(card).unwrap_or(Value::Null)
 }
 
 /// `GET /.well-known/agent-card.json`: the first agent's card (see
-/// [`agent_card`] for its shape).
+/// [`agent_card`] for its shape), or the gateway card.
 pub async fn root_card(
     State(state): State<Shared>,
     uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
+    if state.config.cards.root == RootCard::Gateway {
+        // Always the 1.0 shape: the 0.3 fields would present the directory
+        // as a JSON-RPC endpoint (`url` + `preferredTransport`).
+        let base = base_url(&state, &headers);
+        let body = served(&state, &gateway_card(&state, &base), Shape::Strict, &base);
+        return card_response(&state, &body, &headers, false);
+    }
     match state.engine.agents().first() {
         Some(agent) => agent_card(&state, agent, &headers, &uri),
         None => rest::error_response(&Error::NotFound("no agents are configured".into()), false),
+    }
+}
+
+/// The custom binding of the gateway card's one interface: a JSON list of
+/// the served agents' cards, not an A2A endpoint (clients skip bindings
+/// they do not know).
+pub const DIRECTORY_BINDING: &str = "urn:countersign:agent-directory";
+
+/// The card of the whole server (`[cards] root = "gateway"`): one skill per
+/// agent, and one interface, the directory.
+pub fn gateway_card(state: &AppState, base: &str) -> AgentCard {
+    let cfg = &state.config.cards;
+    let agents = state.engine.agents();
+    let skills = agents
+        .iter()
+        .map(|a| AgentSkill {
+            id: a.id().to_owned(),
+            name: a.config.name.clone().unwrap_or_else(|| a.id().to_owned()),
+            description: if a.config.description.is_empty() {
+                format!("Countersign agent `{}`", a.id())
+            } else {
+                a.config.description.clone()
+            },
+            tags: vec!["agent".into()],
+            examples: Vec::new(),
+            input_modes: Vec::new(),
+            output_modes: Vec::new(),
+        })
+        .collect();
+    let (security_schemes, security_requirements) = security(state);
+    AgentCard {
+        name: cfg.gateway_name.clone().unwrap_or_else(|| "Countersign".into()),
+        description: cfg.gateway_description.clone().unwrap_or_else(|| {
+            format!(
+                "A Countersign server with {} agent(s); their cards are listed at {base}/a2a/agents",
+                agents.len()
+            )
+        }),
+        supported_interfaces: vec![AgentInterface {
+            url: format!("{base}/a2a/agents"),
+            protocol_binding: DIRECTORY_BINDING.into(),
+            tenant: None,
+            protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
+        }],
+        provider: None,
+        version: env!("CARGO_PKG_VERSION").into(),
+        documentation_url: None,
+        capabilities: AgentCapabilities::default(),
+        security_schemes,
+        security_requirements,
+        default_input_modes: vec!["text/plain".into()],
+        default_output_modes: vec!["text/plain".into()],
+        skills,
+        signatures: Vec::new(),
+        icon_url: None,
+    }
+}
+
+/// `GET /a2a/agents`: every served agent's card, in configuration order,
+/// each in the shape and with the signatures its own URL serves:
+/// `{"agents": [card, ...], "total": n}`.
+pub async fn directory(
+    State(state): State<Shared>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let base = base_url(&state, &headers);
+    let shape = shape(&state, &headers, &uri);
+    let agents: Vec<Value> = state
+        .engine
+        .agents()
+        .iter()
+        .map(|a| served(&state, &public_card(&state, a, &base), shape, &base))
+        .collect();
+    let body = json!({"total": agents.len(), "agents": agents});
+    card_response(&state, &body, &headers, true)
+}
+
+/// `GET /.well-known/jwks.json`: the public key that verifies our cards
+/// (the `jku` of their signatures).
+pub async fn jwks(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let body = json!({"keys": [state.card_key.public().jwk()]});
+    card_response(&state, &body, &headers, false)
+}
+
+/// Which card shape a request gets: strict 1.0 when it says `A2A-Version:
+/// 1.x` or `[cards] compat = "strict"`, else merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Strict,
+    Merged,
+}
+
+fn shape(state: &AppState, headers: &HeaderMap, uri: &axum::http::Uri) -> Shape {
+    let strict = state.config.cards.compat == crate::config::CardCompat::Strict
+        || matches!(
+            super::requested_version(headers, uri),
+            Ok(Some(super::Version::V1))
+        );
+    if strict { Shape::Strict } else { Shape::Merged }
+}
+
+/// The URL of our JWKS under `base`.
+pub fn jwks_url(base: &str) -> String {
+    format!("{base}/.well-known/jwks.json")
+}
+
+/// A signature of `body` by our card key, or none (logged) if it cannot be
+/// made: an unsigned card is still a card.
+fn sign(state: &AppState, body: &Value, base: &str) -> Option<Value> {
+    match state.card_key.sign(body, Some(&jwks_url(base))) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("cannot sign the agent card: {e}");
+            None
+        }
+    }
+}
+
+/// `card` in `shape`, signed. The strict card carries one signature; the
+/// merged card two: one over its 1.0 fields (what a 1.0 SDK keeps when it
+/// parses the card, then verifies) and one over exactly the JSON served.
+fn served(state: &AppState, card: &AgentCard, shape: Shape, base: &str) -> Value {
+    let strict = to_json(card);
+    let mut body = match shape {
+        Shape::Strict => strict.clone(),
+        Shape::Merged => merged_card(card),
+    };
+    let mut sigs: Vec<Value> = sign(state, &strict, base).into_iter().collect();
+    if shape == Shape::Merged {
+        sigs.extend(sign(state, &body, base));
+    }
+    if let (Value::Object(o), false) = (&mut body, sigs.is_empty()) {
+        o.insert("signatures".into(), Value::Array(sigs));
+    }
+    body
+}
+
+/// The file in the data dir that holds the generated card key.
+pub const KEY_FILE: &str = "card-key.pem";
+
+/// Why the card key could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("cannot read the card signing key {0}: {1}")]
+    Read(std::path::PathBuf, std::io::Error),
+    #[error("the card signing key {0} is unusable: {1}")]
+    Bad(std::path::PathBuf, crate::a2a::signing::SignError),
+    #[error("cannot write the card signing key {0}: {1}")]
+    Write(std::path::PathBuf, std::io::Error),
+}
+
+/// The key that signs our cards: `[cards] signing_key` if set, else the
+/// data dir's `card-key.pem`, made (0600) on first start.
+pub fn load_key(
+    configured: Option<&std::path::Path>,
+    data_dir: &std::path::Path,
+) -> Result<CardKey, KeyError> {
+    let read = |path: &std::path::Path| -> Result<CardKey, KeyError> {
+        let pem =
+            std::fs::read_to_string(path).map_err(|e| KeyError::Read(path.to_path_buf(), e))?;
+        CardKey::from_pem(&pem).map_err(|e| KeyError::Bad(path.to_path_buf(), e))
+    };
+    if let Some(path) = configured {
+        return read(path);
+    }
+    let path = data_dir.join(KEY_FILE);
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => read(&path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = CardKey::generate().map_err(|e| KeyError::Bad(path.clone(), e))?;
+            let pem = key.to_pem().map_err(|e| KeyError::Bad(path.clone(), e))?;
+            let write = |e| KeyError::Write(path.clone(), e);
+            let tmp = super::ui_auth::write_private_temp(&path, pem.as_bytes()).map_err(write)?;
+            // A hard link fails if another process made a key first: use that.
+            let placed = std::fs::hard_link(&tmp, &path);
+            let _ = std::fs::remove_file(&tmp);
+            match placed {
+                Ok(()) => Ok(key),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+                Err(e) => Err(write(e)),
+            }
+        }
+        Err(e) => Err(KeyError::Read(path, e)),
     }
 }
 
@@ -249,8 +454,14 @@ pub async fn root_legacy_card(State(state): State<Shared>, headers: HeaderMap) -
 
 /// The merged card of `agent`, for the `agent.json` paths.
 pub fn legacy_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) -> Response {
-    let card = public_card(state, agent, &base_url(state, headers));
-    card_response(state, &merged_card(&card), headers, false)
+    let base = base_url(state, headers);
+    let card = public_card(state, agent, &base);
+    card_response(
+        state,
+        &served(state, &card, Shape::Merged, &base),
+        headers,
+        false,
+    )
 }
 
 /// `GET /a2a/{agent}/.well-known/agent-card.json`: the strict 1.0 card when
@@ -263,17 +474,9 @@ pub fn agent_card(
     headers: &HeaderMap,
     uri: &axum::http::Uri,
 ) -> Response {
-    let card = public_card(state, agent, &base_url(state, headers));
-    let strict = state.config.cards.compat == crate::config::CardCompat::Strict
-        || matches!(
-            super::requested_version(headers, uri),
-            Ok(Some(super::Version::V1))
-        );
-    let body = if strict {
-        to_json(&card)
-    } else {
-        merged_card(&card)
-    };
+    let base = base_url(state, headers);
+    let card = public_card(state, agent, &base);
+    let body = served(state, &card, shape(state, headers, uri), &base);
     card_response(state, &body, headers, true)
 }
 
@@ -292,9 +495,19 @@ pub fn merged_card(card: &AgentCard) -> Value {
             ("securitySchemes", Some(Value::Object(schemes))) => {
                 if let Value::Object(old_schemes) = v {
                     for (name, fields) in old_schemes {
-                        if let (Some(Value::Object(entry)), Value::Object(fields)) =
+                        if let (Some(Value::Object(entry)), Value::Object(mut fields)) =
                             (schemes.get_mut(&name), fields)
                         {
+                            // The 0.3 `scheme` keeps the 1.0 spelling (auth
+                            // scheme names are case-insensitive): a 1.0 SDK
+                            // that rebuilds the 1.0 scheme from the 0.3 fields
+                            // then verifies the card's signature.
+                            if let Some(s) = entry
+                                .get("httpAuthSecurityScheme")
+                                .and_then(|h| h.get("scheme"))
+                            {
+                                fields.insert("scheme".into(), s.clone());
+                            }
                             entry.extend(fields);
                         }
                     }

@@ -56,6 +56,8 @@ pub struct AppState {
     pub ui_settings: ui_settings::SettingsFile,
     /// Per-caller rate limits.
     pub rate_limits: rate_limit::RateLimits,
+    /// Signs the agent cards served.
+    pub card_key: crate::a2a::signing::CardKey,
 }
 
 pub type Shared = Arc<AppState>;
@@ -65,6 +67,8 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/.well-known/agent-card.json", get(card::root_card))
         .route("/.well-known/agent.json", get(card::root_legacy_card))
+        .route("/.well-known/jwks.json", get(card::jwks))
+        .route("/a2a/agents", get(card::directory))
         .route("/a2a/{agent}", any(jsonrpc::handle))
         .route("/a2a/{agent}/", any(jsonrpc::handle))
         .route("/a2a/{agent}/{*rest}", any(rest::handle))

@@ -128,6 +128,8 @@ pub fn classify(path: &str) -> Class {
     if let Some(rest) = path.strip_prefix("/a2a/") {
         let rest = rest.trim_end_matches('/');
         return match rest.split_once('/') {
+            // The agent directory is public, like the cards it lists.
+            None if rest == "agents" => Class::Cards,
             None => Class::JsonRpc,
             Some((_, tail)) if tail.starts_with(".well-known/") => Class::Cards,
             Some(_) => Class::Rest,
@@ -209,6 +211,8 @@ mod tests {
             Class::Cards
         );
         assert_eq!(classify("/.well-known/agent-card.json"), Class::Cards);
+        assert_eq!(classify("/a2a/agents"), Class::Cards);
+        assert_eq!(classify("/.well-known/jwks.json"), Class::Cards);
         assert_eq!(classify("/webhooks/abc"), Class::Webhooks);
         assert_eq!(classify("/api/queue"), Class::Ui);
         assert_eq!(classify("/"), Class::Cards);

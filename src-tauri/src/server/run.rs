@@ -38,6 +38,8 @@ pub enum StartError {
     Bind(SocketAddr, std::io::Error),
     #[error(transparent)]
     UiSecret(#[from] SecretError),
+    #[error(transparent)]
+    CardKey(#[from] super::card::KeyError),
     #[error("cannot write {0}: {1}")]
     Instance(PathBuf, std::io::Error),
     #[error("{0}")]
@@ -63,6 +65,7 @@ pub async fn serve_until(
         .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
     let db = opts.data_dir.join("countersign.db");
     let ui_secret = UiSecret::load_or_create(&opts.data_dir)?;
+    let card_key = super::card::load_key(opts.config.cards.signing_key.as_deref(), &opts.data_dir)?;
     let store = Store::open(&db, opts.config.store.durability)?;
     let engine = Engine::new(
         store.clone(),
@@ -116,6 +119,7 @@ pub async fn serve_until(
         ui_files,
         ui_settings: SettingsFile::in_dir(&opts.data_dir),
         rate_limits,
+        card_key,
     });
     let signal = stop;
     // Written before the announcement: once it is out, the CLI finds us.

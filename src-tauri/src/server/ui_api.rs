@@ -202,6 +202,12 @@ impl<'a> From<&'a Event> for EventNotice<'a> {
     }
 }
 
+/// A peer notice as the event stream (and the desktop window) carries it:
+/// `{"kind": "peer", "peerId", "held", "changed"}`.
+pub fn peer_event(n: &crate::engine::peers::PeerNotice) -> serde_json::Value {
+    serde_json::json!({"kind": "peer", "peerId": n.peer_id, "held": n.held, "changed": n.changed})
+}
+
 /// `GET /api/events`: every committed change of every task, as it commits.
 /// The stream ends when the server shuts down, or when the client falls too
 /// far behind (it reconnects and re-reads what it shows).
@@ -211,25 +217,33 @@ async fn events(
     // Subscribed before the response starts: nothing committed after the
     // client sees the headers is missed.
     let rx = state.engine.bus().subscribe_all();
-    Sse::new(notices(rx, state.shutdown.clone())).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    let peers = state.engine.peer_notices();
+    Sse::new(notices(rx, peers, state.shutdown.clone()))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
+/// Task events, and `{"kind": "peer", "peerId", "held", "changed"}` when a
+/// peer is held for a changed card or released.
 fn notices(
     rx: broadcast::Receiver<Arc<Event>>,
+    peers: broadcast::Receiver<crate::engine::peers::PeerNotice>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    stream::unfold((rx, shutdown), |(mut rx, mut shutdown)| async move {
-        if *shutdown.borrow() {
-            return None;
-        }
-        tokio::select! {
-            ev = rx.recv() => {
-                let ev = ev.ok()?;
-                let data = serde_json::to_string(&EventNotice::from(ev.as_ref()))
-                    .unwrap_or_default();
-                Some((Ok(SseEvent::default().data(data)), (rx, shutdown)))
+    stream::unfold(
+        (rx, peers, shutdown),
+        |(mut rx, mut peers, mut shutdown)| async move {
+            if *shutdown.borrow() {
+                return None;
             }
-            _ = shutdown.changed() => None,
-        }
-    })
+            let data = tokio::select! {
+                ev = rx.recv() => {
+                    let ev = ev.ok()?;
+                    serde_json::to_string(&EventNotice::from(ev.as_ref())).unwrap_or_default()
+                }
+                p = peers.recv() => peer_event(&p.ok()?).to_string(),
+                _ = shutdown.changed() => return None,
+            };
+            Some((Ok(SseEvent::default().data(data)), (rx, peers, shutdown)))
+        },
+    )
 }

@@ -27,6 +27,7 @@ pub fn routes() -> Router<Shared> {
         .route("/peers/preview", post(preview))
         .route("/peers/{id}", axum::routing::delete(remove))
         .route("/peers/{id}/refresh", post(refresh))
+        .route("/peers/{id}/trust", post(trust))
         .route("/peers/{id}/subscriptions", post(subscribe))
         .route("/peers/{id}/tasks", post(send))
 }
@@ -35,6 +36,7 @@ fn peer_error(e: PeerError) -> Response {
     match e {
         PeerError::UnknownPeer(_) => api_error(StatusCode::NOT_FOUND, e.to_string()),
         PeerError::Invalid(_) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
+        PeerError::Held { .. } => api_error(StatusCode::CONFLICT, e.to_string()),
         PeerError::Client(c) => api_error(StatusCode::BAD_GATEWAY, format!("the peer: {c}")),
         PeerError::Store(s) => {
             tracing::error!("storage failure: {s}");
@@ -150,6 +152,16 @@ async fn remove(State(state): State<Shared>, Path(id): Path<String>) -> Response
 async fn refresh(State(state): State<Shared>, Path(id): Path<String>) -> Response {
     match state.engine.peer_card(&id, true).await {
         Ok((peer, card)) => axum::Json(json!({"peer": peer, "card": card.card})).into_response(),
+        Err(e) => peer_error(e),
+    }
+}
+
+/// `POST /api/peers/{id}/trust`: accepts the peer's changed card (its
+/// `cardChange`); held decisions and new tasks go out again. Answers the
+/// peer; accepting when nothing changed is a no-op.
+async fn trust(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    match state.engine.trust_peer(&id).await {
+        Ok(peer) => axum::Json(json!({"peer": peer})).into_response(),
         Err(e) => peer_error(e),
     }
 }

@@ -39,10 +39,15 @@ pub struct PeerRecord {
     pub card_ms: Option<i64>,
     pub from_config: bool,
     pub created_ms: i64,
+    /// The card fingerprint trusted on first use (or accepted since).
+    pub pin: Option<serde_json::Value>,
+    /// Set while the last fetched card differs from `pin` and nobody has
+    /// accepted it: `{"changed": [field…], "old": pin, "new": pin, "atMs"}`.
+    /// Decisions and new tasks for the peer are held meanwhile.
+    pub card_change: Option<serde_json::Value>,
 }
 
-const PEER_COLUMNS: &str =
-    "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms, decision_format";
+const PEER_COLUMNS: &str = "id, url, name, auth, reject_with, card, card_ms, from_config, created_ms, decision_format, pin, pin_change";
 
 fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
     let auth: String = r.get(3)?;
@@ -58,6 +63,12 @@ fn peer_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PeerRecord> {
         from_config: r.get(7)?,
         created_ms: r.get(8)?,
         decision_format: r.get(9)?,
+        pin: r
+            .get::<_, Option<String>>(10)?
+            .and_then(|c| serde_json::from_str(&c).ok()),
+        card_change: r
+            .get::<_, Option<String>>(11)?
+            .and_then(|c| serde_json::from_str(&c).ok()),
     })
 }
 
@@ -70,6 +81,8 @@ pub fn put_peer(conn: &Connection, p: &PeerRecord) -> Result<()> {
          ON CONFLICT (id) DO UPDATE SET
             card = CASE WHEN peers.url = excluded.url THEN peers.card ELSE NULL END,
             card_ms = CASE WHEN peers.url = excluded.url THEN peers.card_ms ELSE NULL END,
+            pin = CASE WHEN peers.url = excluded.url THEN peers.pin ELSE NULL END,
+            pin_change = CASE WHEN peers.url = excluded.url THEN peers.pin_change ELSE NULL END,
             url = excluded.url, name = excluded.name, auth = excluded.auth,
             reject_with = excluded.reject_with, from_config = excluded.from_config,
             decision_format = excluded.decision_format",
@@ -93,6 +106,69 @@ pub fn set_card(conn: &Connection, id: &str, card: &serde_json::Value, now_ms: i
         .execute(params![id, card.to_string(), now_ms])?;
     Ok(())
 }
+
+/// Compares a freshly fetched card's fingerprint with the pinned one:
+/// pins it when there is none; records a change (returned) when it differs
+/// and that exact change is not already recorded. An unchanged card leaves
+/// a recorded change alone: only a person clears it.
+pub fn check_pin(
+    conn: &Connection,
+    id: &str,
+    pin: &serde_json::Value,
+    now_ms: i64,
+) -> Result<Option<serde_json::Value>> {
+    let Some(rec) = peer(conn, id)? else {
+        return Ok(None);
+    };
+    let Some(old) = rec.pin else {
+        conn.prepare_cached("UPDATE peers SET pin = ?2 WHERE id = ?1")?
+            .execute(params![id, pin.to_string()])?;
+        return Ok(None);
+    };
+    if &old == pin
+        || rec
+            .card_change
+            .as_ref()
+            .is_some_and(|c| c.get("new") == Some(pin))
+    {
+        return Ok(None);
+    }
+    let changed: Vec<&str> = ["identity", "skills", "auth", "key"]
+        .into_iter()
+        .filter(|k| old.get(k) != pin.get(k))
+        .collect();
+    let change = serde_json::json!({"changed": changed, "old": old, "new": pin, "atMs": now_ms});
+    conn.prepare_cached("UPDATE peers SET pin_change = ?2 WHERE id = ?1")?
+        .execute(params![id, change.to_string()])?;
+    Ok(Some(change))
+}
+
+/// Accepts a peer's changed card: its fingerprint becomes the pin, and the
+/// calls held for it are due now (dead letters it caused included).
+/// Returns false when no change was waiting.
+pub fn trust(conn: &Connection, id: &str, now_ms: i64) -> Result<bool> {
+    let accepted = conn
+        .prepare_cached(
+            "UPDATE peers SET pin = json_extract(pin_change, '$.new'), pin_change = NULL
+             WHERE id = ?1 AND pin_change IS NOT NULL",
+        )?
+        .execute([id])?
+        == 1;
+    if accepted {
+        conn.prepare_cached(
+            "UPDATE outbox SET next_ms = ?2,
+                    attempts = CASE WHEN status = 'failed' THEN 0 ELSE attempts END,
+                    status = 'pending', done_ms = NULL
+             WHERE peer_id = ?1 AND (status = 'pending'
+                   OR (status = 'failed' AND last_error LIKE ?3))",
+        )?
+        .execute(params![id, now_ms, format!("{HELD_PREFIX}%")])?;
+    }
+    Ok(accepted)
+}
+
+/// How the error of a call held for an unaccepted card change begins.
+pub const HELD_PREFIX: &str = "held:";
 
 /// A peer by id.
 pub fn peer(conn: &Connection, id: &str) -> Result<Option<PeerRecord>> {
@@ -352,4 +428,91 @@ pub fn outbox(conn: &Connection, failed_only: bool, limit: usize) -> Result<Vec<
     ))?;
     let rows = stmt.query_map(params![failed_only, limit as i64], outbox_row)?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut c, &path).unwrap();
+        (dir, c)
+    }
+
+    fn peer_rec(url: &str) -> PeerRecord {
+        PeerRecord {
+            id: "p".into(),
+            url: url.into(),
+            name: None,
+            auth: PeerAuthRecord::default(),
+            reject_with: "message".into(),
+            decision_format: "parts".into(),
+            card: None,
+            card_ms: None,
+            from_config: false,
+            created_ms: 1,
+            pin: None,
+            card_change: None,
+        }
+    }
+
+    fn item(id: &str) -> OutboxItem {
+        let mut i = OutboxItem::due_now(id.into(), "decision", id.into(), json!({}), 1);
+        i.peer_id = Some("p".into());
+        i
+    }
+
+    #[test]
+    fn pins_on_first_use_records_a_change_once_and_trust_requeues_what_it_held() {
+        let (_d, c) = db();
+        put_peer(&c, &peer_rec("http://127.0.0.1:1/a")).unwrap();
+        let v1 = json!({"identity": {"name": "A"}, "skills": ["x"], "auth": [], "key": "k1"});
+        let v2 = json!({"identity": {"name": "A"}, "skills": ["x", "y"], "auth": [], "key": "k2"});
+        assert_eq!(check_pin(&c, "p", &v1, 10).unwrap(), None);
+        assert_eq!(peer(&c, "p").unwrap().unwrap().pin, Some(v1.clone()));
+        assert_eq!(check_pin(&c, "p", &v1, 11).unwrap(), None);
+        let change = check_pin(&c, "p", &v2, 12).unwrap().unwrap();
+        assert_eq!(change["changed"], json!(["skills", "key"]));
+        // The same change again is not news; the pin stays until trusted.
+        assert_eq!(check_pin(&c, "p", &v2, 13).unwrap(), None);
+        // Going back to the pinned card does not clear it either: only a person does.
+        assert_eq!(check_pin(&c, "p", &v1, 14).unwrap(), None);
+        let rec = peer(&c, "p").unwrap().unwrap();
+        assert_eq!(rec.pin, Some(v1.clone()));
+        assert_eq!(rec.card_change.unwrap()["atMs"], 12);
+
+        // Held calls: one pending, one dead for being held, one dead for another reason.
+        for id in ["a", "b", "c"] {
+            enqueue(&c, &item(id)).unwrap();
+        }
+        record_attempt(&c, "a", "pending", Some("held: x"), 1_000_000, 20).unwrap();
+        record_attempt(&c, "b", "failed", Some("held: x"), 20, 20).unwrap();
+        record_attempt(
+            &c,
+            "c",
+            "failed",
+            Some("the peer answered HTTP 400"),
+            20,
+            20,
+        )
+        .unwrap();
+        assert!(trust(&c, "p", 30).unwrap());
+        let rec = peer(&c, "p").unwrap().unwrap();
+        assert_eq!(rec.pin, Some(v2));
+        assert_eq!(rec.card_change, None);
+        let st = |id: &str| outbox_item(&c, id).unwrap().unwrap();
+        assert_eq!((st("a").status.as_str(), st("a").next_ms), ("pending", 30));
+        assert_eq!((st("b").status.as_str(), st("b").attempts), ("pending", 0));
+        assert_eq!(st("c").status, "failed");
+        // Nothing waiting: nothing to accept.
+        assert!(!trust(&c, "p", 40).unwrap());
+
+        // A new URL (the person edited the peer) starts over: no pin.
+        put_peer(&c, &peer_rec("http://127.0.0.1:2/b")).unwrap();
+        assert_eq!(peer(&c, "p").unwrap().unwrap().pin, None);
+    }
 }

@@ -175,6 +175,11 @@ const MIGRATIONS: &[&str] = &[
     // 6: retention finds what the outbox still owes on a task, and deletes
     // what it delivered, by the id the item is about.
     "CREATE INDEX outbox_by_ref ON outbox(ref_id);",
+    // 7: a peer's pinned card fingerprint (identity, skills, auth schemes,
+    // signing key) and, while a fetched card differs from it and nobody has
+    // accepted the change, what changed (the peer's work is held meanwhile).
+    "ALTER TABLE peers ADD COLUMN pin TEXT;
+    ALTER TABLE peers ADD COLUMN pin_change TEXT;",
 ];
 
 /// Brings the database up to the newest schema.

@@ -54,7 +54,8 @@ export interface ApiEvent {
   seq?: number;
   /** `TASK_STATE_…` for task events. */
   state?: string;
-  /** `task`, `message`, `statusUpdate`, `artifactUpdate`, or `chain`. */
+  /** `task`, `message`, `statusUpdate`, `artifactUpdate`, `chain`, or `peer`
+   * (`{peerId, held, changed}`: a peer held for a changed card, or released). */
   kind: string;
   [key: string]: unknown;
 }
@@ -449,6 +450,24 @@ export interface Peer {
   cardMs: number | null;
   fromConfig: boolean;
   createdMs: number;
+  /** The card fingerprint trusted on first use (or accepted since). */
+  pin?: PeerPin | null;
+  /** Set while the peer's card differs from `pin`: its work is held. */
+  cardChange?: PeerCardChange | null;
+}
+
+export interface PeerPin {
+  identity: { name: string; url: string };
+  skills: string[];
+  auth: string[];
+  key: string | null;
+}
+
+export interface PeerCardChange {
+  changed: Array<'identity' | 'skills' | 'auth' | 'key'>;
+  old: PeerPin;
+  new: PeerPin;
+  atMs: number;
 }
 
 export interface NewPeer {
@@ -631,6 +650,11 @@ export class Api {
 
   refreshPeer(id: string): Promise<{ peer: Peer; card: Record<string, unknown> }> {
     return this.call('POST', `/api/peers/${enc(id)}/refresh`);
+  }
+
+  /** Accepts the peer's changed card; its held work goes out. */
+  trustPeer(id: string): Promise<{ peer: Peer }> {
+    return this.call('POST', `/api/peers/${enc(id)}/trust`);
   }
 
   subscribePeer(id: string): Promise<PeerSubscription> {

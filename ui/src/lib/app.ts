@@ -70,6 +70,7 @@ export function createApp(api: Api): App {
     queue.onEvent(ev);
     task.onEvent(ev);
     chains.onEvent(ev);
+    peers.onEvent(ev);
     notifier.onEvent(ev, get(settings).settings);
     // A task leaving the queue may be a decision made elsewhere: the
     // history gains a row.

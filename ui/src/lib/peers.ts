@@ -1,6 +1,6 @@
 /** Served agents and peers (remote agents), with their subscriptions. */
 import { writable, type Readable } from 'svelte/store';
-import type { Agent, Api, NewPeer, OutboxItem, Peer, PeerSubscription } from './api';
+import type { Agent, Api, ApiEvent, NewPeer, OutboxItem, Peer, PeerSubscription } from './api';
 
 export interface PeersState {
   agents: Agent[];
@@ -19,6 +19,9 @@ export interface PeersStore extends Readable<PeersState> {
   add(p: NewPeer): Promise<Peer>;
   remove(id: string): Promise<void>;
   refresh(id: string): Promise<void>;
+  trust(id: string): Promise<void>;
+  /** A `peer` event (held for a changed card, or released): re-read that peer. */
+  onEvent(ev: ApiEvent): void;
   subscribePeer(id: string): Promise<PeerSubscription>;
   retryDelivery(id: string): Promise<void>;
 }
@@ -77,6 +80,22 @@ export function createPeers(api: Api): PeersStore {
           ...s,
           health: { ...s.health, [id]: { ok: false, message: (e as Error).message, atMs: Date.now() } },
         }));
+      }
+    },
+    onEvent(ev) {
+      if (ev.kind !== 'peer' || typeof ev.peerId !== 'string') return;
+      void api
+        .peers()
+        .then(({ peers }) => update((s) => ({ ...s, peers })))
+        .catch(() => undefined);
+    },
+    async trust(id) {
+      try {
+        const { peer } = await api.trustPeer(id);
+        const { items } = await api.outbox(false);
+        update((s) => ({ ...s, peers: s.peers.map((x) => (x.id === id ? peer : x)), outbox: items, error: null }));
+      } catch (e) {
+        update((s) => ({ ...s, error: (e as Error).message }));
       }
     },
     async retryDelivery(id) {

@@ -42,6 +42,9 @@ pub enum ClientError {
     /// Discovery found no usable agent card.
     #[error("no usable agent card at {url}: {reason}")]
     BadCard { url: String, reason: String },
+    /// The card is signed, but its signature cannot be verified.
+    #[error("the agent card at {url} is signed but does not verify: {reason}")]
+    BadSignature { url: String, reason: String },
     /// The peer wants (other) credentials: HTTP 401 or 403.
     #[error(
         "the peer refused our credentials (HTTP {status}): {message}; check the peer's auth settings"

@@ -151,7 +151,10 @@ impl A2aClient {
         let mut failures = Vec::new();
         for u in &candidates {
             match retrying(|| self.fetch_card(u, &headers)).await {
-                Ok(card) => return Ok(card),
+                Ok(mut card) => {
+                    self.check_signature(&mut card).await?;
+                    return Ok(card);
+                }
                 Err(e) => {
                     let try_next = is_missing(&e) || matches!(e, ClientError::BadCard { .. });
                     failures.push(e);
@@ -302,6 +305,58 @@ impl A2aClient {
             ),
         })?;
         PeerCard::from_json(&shown, card)
+    }
+
+    /// Verifies a signed card (spec §8.4) with the keys its signatures'
+    /// `jku` publishes, which must be on the card's own origin (a card cannot
+    /// send us elsewhere); records the verified key's thumbprint. An unsigned card
+    /// passes; a signed one that does not verify is refused.
+    async fn check_signature(&self, card: &mut PeerCard) -> Result<(), ClientError> {
+        let sig_headers = crate::a2a::signing::signature_headers(&card.card);
+        if sig_headers.is_empty() {
+            return Ok(());
+        }
+        let bad = |reason: String| ClientError::BadSignature {
+            url: card.source.clone(),
+            reason,
+        };
+        let source = url::Url::parse(&card.source).map_err(|e| bad(e.to_string()))?;
+        let Some(jku) = sig_headers
+            .iter()
+            .flatten()
+            .find_map(|h| h.get("jku").and_then(serde_json::Value::as_str))
+        else {
+            return Err(bad(
+                "no signature names the key set (`jku`) to verify it with".into(),
+            ));
+        };
+        let jku = source
+            .join(jku)
+            .map_err(|e| bad(format!("its `jku` is not a URL: {e}")))?;
+        if jku.origin() != source.origin() {
+            return Err(bad(format!(
+                "its keys are published at {jku}, not on the card's own origin"
+            )));
+        }
+        let shown = jku.to_string();
+        let resp = self
+            .http
+            .get(jku)
+            .header(ACCEPT, "application/json")
+            .timeout(self.timeout)
+            .send()
+            .await
+            .map_err(|e| transport_error(e, &shown))?;
+        let (status, _, bytes) = read_answer(resp, &shown).await?;
+        if !(200..300).contains(&status) {
+            return Err(bad(format!("its key set {shown} answered HTTP {status}")));
+        }
+        let jwks: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|_| bad(format!("its key set {shown} is not JSON")))?;
+        let keys = crate::a2a::signing::jwks_keys(&jwks);
+        let kid = crate::a2a::signing::verify(&card.card, &keys).map_err(|e| bad(e.to_string()))?;
+        card.signing_key = Some(kid);
+        Ok(())
     }
 
     fn request(

@@ -70,6 +70,9 @@ pub struct PeerCard {
     pub endpoints: Vec<Endpoint>,
     /// The endpoint to use: the first of `endpoints`.
     pub chosen: Endpoint,
+    /// The RFC 7638 thumbprint of the key whose signature on the card verified (set by
+    /// discovery; `None` for an unsigned card).
+    pub signing_key: Option<String>,
 }
 
 impl PeerCard {
@@ -190,6 +193,47 @@ impl PeerCard {
             endpoints,
             chosen,
             card,
+            signing_key: None,
+        })
+    }
+
+    /// What a person trusts when they first use a peer, and what must not
+    /// change behind their back: identity (name, endpoint URL), skill ids,
+    /// auth scheme names and kinds, and the signing key.
+    pub fn pin(&self) -> Value {
+        let mut skills: Vec<&str> = self
+            .card
+            .get("skills")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|s| s.get("id")?.as_str()).collect())
+            .unwrap_or_default();
+        skills.sort_unstable();
+        skills.dedup();
+        let mut auth: Vec<String> = self
+            .card
+            .get("securitySchemes")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(name, s)| {
+                        // The 1.0 oneof wrapper's key, else the 0.3 `type`.
+                        let kind = s
+                            .as_object()
+                            .and_then(|o| o.keys().find(|k| k.ends_with("SecurityScheme")))
+                            .map(String::as_str)
+                            .or_else(|| s.get("type").and_then(Value::as_str))
+                            .unwrap_or("unknown");
+                        format!("{name}:{kind}")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        auth.sort_unstable();
+        serde_json::json!({
+            "identity": {"name": self.name, "url": self.chosen.url},
+            "skills": skills,
+            "auth": auth,
+            "key": self.signing_key,
         })
     }
 
