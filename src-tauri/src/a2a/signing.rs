@@ -77,10 +77,25 @@ fn clean_empty(v: Value) -> Option<Value> {
 }
 
 /// A P-256 card signing key.
-#[derive(Clone)]
 pub struct CardKey {
     key: SigningKey,
     public: PublicKey,
+    /// Signatures already made, by SHA-256 of the signing input. ES256 here
+    /// is deterministic (RFC 6979), so a cached signature is the one signing
+    /// again would make; cards change only with the config or the URL a
+    /// client reaches us at, so a card GET costs a hash, not an ECDSA sign.
+    made: std::sync::Mutex<std::collections::HashMap<[u8; 32], String>>,
+}
+
+/// Most signatures kept; past it the cache starts over (a client cycling
+/// through Host headers cannot grow it without bound).
+const MAX_CACHED_SIGNATURES: usize = 256;
+
+impl Clone for CardKey {
+    /// The same key; the copy remembers its own signatures.
+    fn clone(&self) -> Self {
+        CardKey::from_signing_key(self.key.clone())
+    }
 }
 
 impl std::fmt::Debug for CardKey {
@@ -127,7 +142,11 @@ impl CardKey {
 
     fn from_signing_key(key: SigningKey) -> CardKey {
         let public = PublicKey::from_verifying_key(*key.verifying_key());
-        CardKey { key, public }
+        CardKey {
+            key,
+            public,
+            made: Default::default(),
+        }
     }
 
     pub fn public(&self) -> &PublicKey {
@@ -145,8 +164,27 @@ impl CardKey {
         let header = serde_json::to_vec(&header).map_err(|e| SignError::Key(e.to_string()))?;
         let protected = B64.encode(header);
         let input = format!("{protected}.{}", B64.encode(&payload));
-        let sig: Signature = self.key.sign(input.as_bytes());
-        Ok(json!({"protected": protected, "signature": B64.encode(sig.to_bytes())}))
+        let digest: [u8; 32] = Sha256::digest(input.as_bytes()).into();
+        let cached = self
+            .made
+            .lock()
+            .ok()
+            .and_then(|made| made.get(&digest).cloned());
+        let signature = match cached {
+            Some(sig) => sig,
+            None => {
+                let sig: Signature = self.key.sign(input.as_bytes());
+                let sig = B64.encode(sig.to_bytes());
+                if let Ok(mut made) = self.made.lock() {
+                    if made.len() >= MAX_CACHED_SIGNATURES {
+                        made.clear();
+                    }
+                    made.insert(digest, sig.clone());
+                }
+                sig
+            }
+        };
+        Ok(json!({"protected": protected, "signature": signature}))
     }
 }
 
@@ -422,6 +460,32 @@ mod tests {
             String::from_utf8(card_payload(&card).unwrap()).unwrap(),
             r#"{"capabilities":{"pushNotifications":false,"streaming":false},"name":"Example Agent"}"#
         );
+    }
+
+    #[test]
+    fn signatures_are_remembered_and_stay_valid() {
+        let key = CardKey::generate().unwrap();
+        let jku = Some("http://127.0.0.1:1/.well-known/jwks.json");
+        let first = key.sign(&card(), jku).unwrap();
+        // The second signature of the same card comes from the cache and
+        // is the one a fresh signing makes (RFC 6979).
+        assert_eq!(key.sign(&card(), jku).unwrap(), first);
+        let fresh = CardKey::from_pem(&key.to_pem().unwrap()).unwrap();
+        assert_eq!(fresh.sign(&card(), jku).unwrap(), first);
+        // Another card or another jku is signed anew, and verifies.
+        let mut other = card();
+        other["name"] = json!("Another");
+        let sig = key.sign(&other, jku).unwrap();
+        assert_ne!(sig, first);
+        other["signatures"] = json!([sig]);
+        assert!(verify(&other, &[key.public().clone()]).is_ok());
+        // The cache is bounded.
+        for i in 0..(MAX_CACHED_SIGNATURES + 10) {
+            let mut c = card();
+            c["name"] = json!(format!("agent {i}"));
+            key.sign(&c, jku).unwrap();
+        }
+        assert!(key.made.lock().unwrap().len() <= MAX_CACHED_SIGNATURES);
     }
 
     #[test]
