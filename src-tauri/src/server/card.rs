@@ -50,7 +50,9 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
             output_modes: Vec::new(),
         });
     }
-    let (security_schemes, security_requirements) = security(state);
+    let (security_schemes, security_requirements) = security(state, agent);
+    // In a tenant, the 1.0 interfaces name it: clients send it as `tenant`.
+    let tenant = agent.tenant().map(str::to_owned);
     AgentCard {
         name: c.name.clone().unwrap_or_else(|| agent.id().to_owned()),
         description: if c.description.is_empty() {
@@ -62,13 +64,13 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
             AgentInterface {
                 url: url.clone(),
                 protocol_binding: "JSONRPC".into(),
-                tenant: None,
+                tenant: tenant.clone(),
                 protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
             },
             AgentInterface {
                 url: url.clone(),
                 protocol_binding: "HTTP+JSON".into(),
-                tenant: None,
+                tenant,
                 protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
             },
             // The same endpoints speak 0.3 (JSON-RPC by method name, HTTP+JSON
@@ -109,10 +111,10 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
     }
 }
 
-fn security(state: &AppState) -> (serde_json::Map<String, Value>, Vec<Value>) {
+fn security(state: &AppState, agent: &Agent) -> (serde_json::Map<String, Value>, Vec<Value>) {
     let mut schemes = serde_json::Map::new();
     let mut reqs = Vec::new();
-    let creds = &state.access.credentials;
+    let creds = &state.access.for_tenant(agent.tenant()).credentials;
     if creds.iter().any(|c| c.bearer.is_some()) {
         schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "A token from the Countersign configuration"}}));
         reqs.push(json!({"schemes": {"bearer": {"list": []}}}));

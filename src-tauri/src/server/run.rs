@@ -66,7 +66,7 @@ pub async fn serve_until(
     let store = Store::open(&db, opts.config.store.durability)?;
     let engine = Engine::new(
         store.clone(),
-        &opts.config.agents,
+        &opts.config.all_agents(),
         opts.config.limits.clone(),
     );
     // Policy and limits for push notifications and chain hops, set before
@@ -99,10 +99,7 @@ pub async fn serve_until(
     let ui_files = UiFiles::locate(opts.config.ui.dir.clone());
     let state = Arc::new(AppState {
         engine,
-        access: AccessPolicy {
-            credentials: opts.config.access.credentials.clone(),
-            open: opts.open,
-        },
+        access: AccessPolicy::from_config(&opts.config, opts.open),
         config: opts.config,
         local_addr,
         started_ms: crate::clock::now_ms() / 1000 * 1000,
