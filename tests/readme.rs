@@ -26,6 +26,9 @@ fn readme_config_example_is_a_valid_config() {
     assert_eq!(cfg.agents[1].backend, BackendKind::Scripted);
     assert_eq!(cfg.agents[1].rules.len(), 3);
     assert_eq!(cfg.access.credentials.len(), 2);
+    assert_eq!(cfg.tenants.len(), 1);
+    assert_eq!(cfg.tenants[0].agents[0].tenant.as_deref(), Some("acme"));
+    assert_eq!(cfg.tenants[0].credentials.len(), 1);
     // The push/chains example parses too.
     let chains = section
         .split("```toml")
