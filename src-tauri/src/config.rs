@@ -575,6 +575,12 @@ impl Config {
             return Err(err(None, format!("outbound.allow: {e}")));
         }
         let mut rule_ids = HashSet::new();
+        // Chain triggers may name any agent by its key (`acme/inbox` in a tenant).
+        let keys: HashSet<String> = cfg
+            .all_agents()
+            .iter()
+            .map(|a| agent_key(a.tenant.as_deref(), a.id.get_ref()))
+            .collect();
         for (i, rule) in cfg.chains.iter_mut().enumerate() {
             rule.source = "config".into();
             // A stable id, so hops keep naming the rule across restarts.
@@ -582,7 +588,7 @@ impl Config {
                 rule.id = format!("chain-{}", i + 1);
             }
             // Peers added at run time are checked when the server starts.
-            rule.check(|a| seen.contains(a), |_| true)
+            rule.check(|a| keys.contains(a), |_| true)
                 .map_err(|m| err(None, format!("chains[{i}]: {m}")))?;
             if rule.id.is_empty() || !rule_ids.insert(rule.id.clone()) {
                 return Err(err(
@@ -954,6 +960,36 @@ mod tests {
             e.starts_with("c.toml:5") && e.contains("rules[0].text"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tenants_carry_their_agents_and_refuse_ambiguity() {
+        let c = Config::parse(
+            "[[agents]]\nid = \"inbox\"\n[[tenants]]\nid = \"acme\"\n[[tenants.agents]]\nid = \"inbox\"\n[[chains]]\ntrigger = { agent = \"acme/inbox\", states = [\"completed\"] }\naction = { kind = \"push\", url = \"https://hooks.example.com/x\" }\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let all = c.all_agents();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].tenant, None);
+        assert_eq!(all[1].tenant.as_deref(), Some("acme"));
+        assert_eq!(agent_key(Some("acme"), "inbox"), "acme/inbox");
+        assert_eq!(tenant_of("acme/inbox"), Some("acme"));
+        assert_eq!(tenant_of("inbox"), None);
+        let e = Config::parse(
+            "[[agents]]\nid = \"acme\"\n\n[[tenants]]\nid = \"acme\"\n[[tenants.agents]]\nid = \"x\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("c.toml:5: tenants[0].id"), "{e}");
+        let e = Config::parse(
+            "[[tenants]]\nid = \"t\"\n[[tenants.agents]]\nid = \"s\"\nbackend = \"scripted\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tenants[0].agents[0]"), "{e}");
     }
 
     #[test]
