@@ -863,3 +863,66 @@ fn tenant_configs_that_would_be_ambiguous_are_refused() {
         "tenants[0].credentials[0]",
     );
 }
+
+#[tokio::test]
+async fn the_projects_a2a_client_reaches_a_tenant_agent_through_its_card() {
+    use countersign::a2a::client::{A2aClient, Binding, Dialect, PeerAuth};
+    use countersign::a2a::types::{
+        Message, Part, Role, SendMessageRequest, SendMessageResponse, TaskState,
+    };
+    let s = Server::start(Some(CONFIG));
+    let c = A2aClient::new(Duration::from_secs(10)).unwrap();
+    let acme = PeerAuth {
+        bearer: Some(ACME_AUTH.1.trim_start_matches("Bearer ").into()),
+        ..PeerAuth::default()
+    };
+    let card = c.discover(&s.url("/a2a/acme/inbox"), &acme).await.unwrap();
+    let v1 = card.endpoint(Binding::JsonRpc, Dialect::V1).unwrap();
+    assert_eq!(v1.tenant.as_deref(), Some("acme"), "{v1:?}");
+    for (i, (b, d)) in [
+        (Binding::JsonRpc, Dialect::V1),
+        (Binding::HttpJson, Dialect::V1),
+        (Binding::JsonRpc, Dialect::V03),
+        (Binding::HttpJson, Dialect::V03),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ep = card.endpoint(b, d).unwrap();
+        let req = SendMessageRequest {
+            tenant: None,
+            message: Message {
+                message_id: format!("m-client-{i}"),
+                context_id: None,
+                task_id: None,
+                role: Role::User,
+                parts: vec![Part::text("from the client")],
+                metadata: None,
+                extensions: Vec::new(),
+                reference_task_ids: Vec::new(),
+            },
+            configuration: None,
+            metadata: None,
+        };
+        let task = match c.send_message(ep, &acme, req).await {
+            Ok(SendMessageResponse::Task(t)) => t,
+            other => panic!("{b:?} {d:?}: {other:?}"),
+        };
+        assert_eq!(task.status.state, TaskState::InputRequired, "{b:?} {d:?}");
+        let got = c.get_task(ep, &acme, &task.id, None).await.unwrap();
+        assert_eq!(got.id, task.id, "{b:?} {d:?}");
+        // The same client with another tenant's credential is refused.
+        let globex = PeerAuth {
+            api_key: Some((GLOBEX_AUTH.0.into(), GLOBEX_AUTH.1.into())),
+            ..PeerAuth::default()
+        };
+        assert!(
+            c.get_task(ep, &globex, &task.id, None).await.is_err(),
+            "{b:?} {d:?}"
+        );
+    }
+    // The tasks are acme's, and only acme's.
+    assert_eq!(listed(&s, &ACME).await.len(), 3 * 4);
+    assert_eq!(listed(&s, &GLOBEX).await.len(), 0);
+    assert_eq!(listed(&s, &DEFAULT).await.len(), 0);
+}
