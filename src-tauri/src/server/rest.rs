@@ -239,9 +239,6 @@ pub async fn handle(
         }
         return card::legacy_card(&state, &agent, &headers);
     }
-    if let Err(e) = super::ops::check_tenant(&state, &agent, path_tenant(&rest)) {
-        return error_response(&e, a2a_json);
-    }
     let access = state.access.for_tenant(agent.tenant());
     let owner = match access.authenticate(&headers) {
         Ok(o) => o,
@@ -253,6 +250,9 @@ pub async fn handle(
             return resp;
         }
     };
+    if let Err(e) = super::ops::check_tenant(&state, &agent, path_tenant(&rest)) {
+        return error_response(&e, a2a_json);
+    }
     // These are the 1.0 routes (0.3 routes live under `/v1/`): without an
     // A2A-Version header they are answered as 1.0, since 0.3 has no such paths.
     match requested_version(&headers, &uri) {
@@ -421,5 +421,15 @@ mod tests {
         assert_eq!(route(".well-known/agent-card.json"), Some(Route::Card));
         assert_eq!(route("tasks/abc:explode"), None);
         assert_eq!(route("nothing"), None);
+    }
+
+    #[test]
+    fn the_optional_tenant_segment() {
+        assert_eq!(path_tenant("acme/message:send"), Some("acme"));
+        assert_eq!(path_tenant("acme/tasks/abc"), Some("acme"));
+        assert_eq!(path_tenant("tasks/abc"), None);
+        assert_eq!(path_tenant("message:send"), None);
+        assert_eq!(path_tenant(".well-known/agent-card.json"), None);
+        assert_eq!(path_tenant("extendedAgentCard"), None);
     }
 }
