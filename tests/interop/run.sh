@@ -95,6 +95,10 @@ run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3
 run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop
 run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3 --transport http_json
 run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop --transport http_json
+if [ -n "${DATA_DIR:-}" ]; then
+    run .venv-sdk1/bin/python push_flow.py "$BASE_URL" lab/interop
+    run .venv-sdk1/bin/python push_flow.py "$BASE_URL" lab/interop --transport http_json
+fi
 
 echo
 echo "# interop: $failed client run(s) failed"
