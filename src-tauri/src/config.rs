@@ -33,8 +33,13 @@ pub struct Config {
     pub cards: CardsConfig,
     #[serde(default)]
     pub webhooks: WebhooksConfig,
+    /// The agents of the default tenant, served at `/a2a/{id}`.
     #[serde(default)]
     pub agents: Vec<AgentConfig>,
+    /// Tenants: agents served at `/a2a/{tenant}/{id}`, each tenant with its
+    /// own credentials and tasks.
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
     /// Remote agents Countersign talks to as a client.
     #[serde(default)]
     pub peers: Vec<PeerConfig>,
@@ -347,6 +352,29 @@ pub struct Credential {
     pub header: Option<String>,
 }
 
+/// A tenant (`[[tenants]]`): its agents are served under `/a2a/{id}/`, only
+/// its own credentials reach them, and its tasks are invisible elsewhere.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Slug used in URLs and as the A2A `tenant` value.
+    pub id: Spanned<String>,
+    /// Shown in the UI next to its tasks; the id when unset.
+    pub name: Option<String>,
+    /// Require a credential even on a loopback bind (off loopback one is
+    /// always required).
+    #[serde(default)]
+    pub require_credentials: bool,
+    /// The credentials accepted for this tenant's agents (and no other's).
+    #[serde(default)]
+    pub credentials: Vec<Credential>,
+    pub agents: Vec<AgentConfig>,
+}
+
+/// Names no tenant and no tenant's agent may take: they are path segments of
+/// the routes under `/a2a/` (`/a2a/agents`, `/a2a/{agent}/tasks`, `/v1/...`).
+pub const RESERVED_IDS: &[&str] = &["agents", "tasks", "v1"];
+
 /// How a local agent does its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -400,8 +428,12 @@ pub struct ExtendedCardConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
-    /// Slug used in URLs: `/a2a/{id}`.
+    /// Slug used in URLs: `/a2a/{id}` (`/a2a/{tenant}/{id}` in a tenant).
     pub id: Spanned<String>,
+    /// The tenant it belongs to (set from `[[tenants]]`, never in the file);
+    /// `None` for the default tenant.
+    #[serde(skip)]
+    pub tenant: Option<String>,
     pub name: Option<String>,
     #[serde(default)]
     pub description: String,
@@ -541,6 +573,7 @@ impl Config {
             cards: CardsConfig::default(),
             webhooks: WebhooksConfig::default(),
             agents: Vec::new(),
+            tenants: Vec::new(),
             peers: Vec::new(),
             dispatch: DispatchConfig::default(),
             outbound: Default::default(),
@@ -549,6 +582,20 @@ impl Config {
             rate_limits: RateLimitsConfig::default(),
             retention: RetentionConfig::default(),
         })
+    }
+
+    /// Every agent served: the default tenant's, then each tenant's.
+    pub fn all_agents(&self) -> Vec<AgentConfig> {
+        let mut all = self.agents.clone();
+        for t in &self.tenants {
+            all.extend(t.agents.iter().cloned());
+        }
+        all
+    }
+
+    /// The tenant with this id.
+    pub fn tenant(&self, id: &str) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| t.id.get_ref() == id)
     }
 
     /// Reads and checks a configuration file.
@@ -580,104 +627,11 @@ impl Config {
         if cfg.agents.is_empty() {
             cfg.agents = Config::default_config().agents;
         }
-        let mut seen = HashSet::new();
-        for (i, a) in cfg.agents.iter().enumerate() {
-            let id = a.id.get_ref();
-            if !is_slug(id) {
-                return Err(err(
-                    Some(a.id.span()),
-                    format!(
-                        "agents[{i}].id: `{id}` is not a slug (lowercase letters, digits and `-`, 1 to 64 characters)"
-                    ),
-                ));
-            }
-            if id == "agents" {
-                return Err(err(
-                    Some(a.id.span()),
-                    format!(
-                        "agents[{i}].id: `agents` is reserved for the agent directory (/a2a/agents)"
-                    ),
-                ));
-            }
-            if !seen.insert(id.clone()) {
-                return Err(err(
-                    Some(a.id.span()),
-                    format!("agents[{i}].id: `{id}` is used by two agents"),
-                ));
-            }
-            match a.backend {
-                BackendKind::Scripted if a.rules.is_empty() && a.fallback.is_none() => {
-                    return Err(err(
-                        Some(a.id.span()),
-                        format!(
-                            "agents[{i}] (`{id}`): a scripted agent needs `rules` or a `fallback`"
-                        ),
-                    ));
-                }
-                BackendKind::Human if !a.rules.is_empty() => {
-                    return Err(err(
-                        Some(a.id.span()),
-                        format!(
-                            "agents[{i}] (`{id}`): `rules` apply to scripted agents only; set backend = \"scripted\""
-                        ),
-                    ));
-                }
-                _ => {}
-            }
-            for (j, r) in a.rules.iter().enumerate() {
-                if let Some(t) = &r.text
-                    && let Err(e) = regex::Regex::new(t.get_ref())
-                {
-                    return Err(err(
-                        Some(t.span()),
-                        format!("agents[{i}].rules[{j}].text: invalid regular expression: {e}"),
-                    ));
-                }
-                if let Some(k) = &r.part_kind
-                    && !["text", "raw", "url", "data", "file"].contains(&k.as_str())
-                {
-                    return Err(err(
-                        Some(a.id.span()),
-                        format!(
-                            "agents[{i}].rules[{j}].part_kind: `{k}` is not one of text, raw, url, data, file"
-                        ),
-                    ));
-                }
-                check_steps(&r.steps).map_err(|m| {
-                    err(
-                        Some(a.id.span()),
-                        format!("agents[{i}].rules[{j}].steps: {m}"),
-                    )
-                })?;
-            }
-            if let Some(f) = &a.fallback {
-                check_steps(f)
-                    .map_err(|m| err(Some(a.id.span()), format!("agents[{i}].fallback: {m}")))?;
-            }
-        }
-        for (i, a) in cfg.agents.iter().enumerate() {
-            let names_peer = |u: &String| cfg.peers.iter().any(|p| p.id.get_ref() == u);
-            match (&a.backend, &a.upstream) {
-                (BackendKind::Relay, Some(u)) if names_peer(u) => {}
-                (BackendKind::Relay, Some(u)) => {
-                    return Err(err(
-                        Some(a.id.span()),
-                        format!("agents[{i}].upstream: no [[peers]] entry has id `{u}`"),
-                    ));
-                }
-                (BackendKind::Relay, None) => {
-                    return Err(err(
-                        Some(a.id.span()),
-                        format!("agents[{i}]: a relay agent needs `upstream = \"<peer id>\"`"),
-                    ));
-                }
-                (_, Some(_)) => {
-                    return Err(err(
-                        Some(a.id.span()),
-                        format!("agents[{i}].upstream: only relay agents have an upstream"),
-                    ));
-                }
-                _ => {}
+        let seen = check_agents(&cfg.agents, "", &cfg.peers, &err)?;
+        check_tenants(&cfg, &seen, &err)?;
+        for t in &mut cfg.tenants {
+            for a in &mut t.agents {
+                a.tenant = Some(t.id.get_ref().clone());
             }
         }
         let mut peer_ids = HashSet::new();
@@ -725,6 +679,12 @@ impl Config {
             return Err(err(None, format!("outbound.allow: {e}")));
         }
         let mut rule_ids = HashSet::new();
+        // Chain triggers may name any agent by its key (`acme/inbox` in a tenant).
+        let keys: HashSet<String> = cfg
+            .all_agents()
+            .iter()
+            .map(|a| agent_key(a.tenant.as_deref(), a.id.get_ref()))
+            .collect();
         for (i, rule) in cfg.chains.iter_mut().enumerate() {
             rule.source = "config".into();
             // A stable id, so hops keep naming the rule across restarts.
@@ -732,7 +692,7 @@ impl Config {
                 rule.id = format!("chain-{}", i + 1);
             }
             // Peers added at run time are checked when the server starts.
-            rule.check(|a| seen.contains(a), |_| true)
+            rule.check(|a| keys.contains(a), |_| true)
                 .map_err(|m| err(None, format!("chains[{i}]: {m}")))?;
             if rule.id.is_empty() || !rule_ids.insert(rule.id.clone()) {
                 return Err(err(
@@ -741,30 +701,7 @@ impl Config {
                 ));
             }
         }
-        for (i, c) in cfg.access.credentials.iter().enumerate() {
-            if c.bearer.is_some() == c.api_key.is_some() {
-                return Err(err(
-                    None,
-                    format!(
-                        "access.credentials[{i}] (`{}`): set exactly one of `bearer` or `api_key`",
-                        c.name
-                    ),
-                ));
-            }
-            if c.bearer
-                .as_deref()
-                .or(c.api_key.as_deref())
-                .is_some_and(|s| s.len() < 16)
-            {
-                return Err(err(
-                    None,
-                    format!(
-                        "access.credentials[{i}] (`{}`): the secret must be at least 16 characters",
-                        c.name
-                    ),
-                ));
-            }
-        }
+        check_credentials(&cfg.access.credentials, "access.credentials", &err)?;
         if cfg.access.require_credentials && cfg.access.credentials.is_empty() {
             return Err(err(
                 None,
@@ -812,6 +749,223 @@ impl Config {
     pub fn default_data_dir() -> Option<PathBuf> {
         directories::ProjectDirs::from("", "", "countersign").map(|d| d.data_dir().to_path_buf())
     }
+}
+
+type ErrFn<'a> = dyn Fn(Option<std::ops::Range<usize>>, String) -> ConfigError + 'a;
+
+/// Checks one tenant's agents (`prefix` names the tenant in errors) and
+/// returns their ids.
+fn check_agents(
+    agents: &[AgentConfig],
+    prefix: &str,
+    peers: &[PeerConfig],
+    err: &ErrFn,
+) -> Result<HashSet<String>, ConfigError> {
+    let mut seen = HashSet::new();
+    for (i, a) in agents.iter().enumerate() {
+        let id = a.id.get_ref();
+        if !is_slug(id) {
+            return Err(err(
+                Some(a.id.span()),
+                format!(
+                    "{prefix}agents[{i}].id: `{id}` is not a slug (lowercase letters, digits and `-`, 1 to 64 characters)"
+                ),
+            ));
+        }
+        if id == "agents" {
+            return Err(err(
+                Some(a.id.span()),
+                format!(
+                    "{prefix}agents[{i}].id: `agents` is reserved for the agent directory (/a2a/agents)"
+                ),
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(err(
+                Some(a.id.span()),
+                format!("{prefix}agents[{i}].id: `{id}` is used by two agents"),
+            ));
+        }
+        match a.backend {
+            BackendKind::Scripted if a.rules.is_empty() && a.fallback.is_none() => {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!(
+                        "{prefix}agents[{i}] (`{id}`): a scripted agent needs `rules` or a `fallback`"
+                    ),
+                ));
+            }
+            BackendKind::Human if !a.rules.is_empty() => {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!(
+                        "{prefix}agents[{i}] (`{id}`): `rules` apply to scripted agents only; set backend = \"scripted\""
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        for (j, r) in a.rules.iter().enumerate() {
+            if let Some(t) = &r.text
+                && let Err(e) = regex::Regex::new(t.get_ref())
+            {
+                return Err(err(
+                    Some(t.span()),
+                    format!("{prefix}agents[{i}].rules[{j}].text: invalid regular expression: {e}"),
+                ));
+            }
+            if let Some(k) = &r.part_kind
+                && !["text", "raw", "url", "data", "file"].contains(&k.as_str())
+            {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!(
+                        "agents[{i}].rules[{j}].part_kind: `{k}` is not one of text, raw, url, data, file"
+                    ),
+                ));
+            }
+            check_steps(&r.steps).map_err(|m| {
+                err(
+                    Some(a.id.span()),
+                    format!("{prefix}agents[{i}].rules[{j}].steps: {m}"),
+                )
+            })?;
+        }
+        if let Some(f) = &a.fallback {
+            check_steps(f).map_err(|m| {
+                err(
+                    Some(a.id.span()),
+                    format!("{prefix}agents[{i}].fallback: {m}"),
+                )
+            })?;
+        }
+    }
+    for (i, a) in agents.iter().enumerate() {
+        let names_peer = |u: &String| peers.iter().any(|p| p.id.get_ref() == u);
+        match (&a.backend, &a.upstream) {
+            (BackendKind::Relay, Some(u)) if names_peer(u) => {}
+            (BackendKind::Relay, Some(u)) => {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!("{prefix}agents[{i}].upstream: no [[peers]] entry has id `{u}`"),
+                ));
+            }
+            (BackendKind::Relay, None) => {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!("{prefix}agents[{i}]: a relay agent needs `upstream = \"<peer id>\"`"),
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(err(
+                    Some(a.id.span()),
+                    format!("{prefix}agents[{i}].upstream: only relay agents have an upstream"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(seen)
+}
+
+/// Checks `[[tenants]]`: slugs, unique, not an agent of the default tenant
+/// (whose sub-routes they would shadow), not reserved; their agents and
+/// credentials as the top-level ones; and marks each agent with its tenant.
+fn check_tenants(
+    cfg: &Config,
+    default_agents: &HashSet<String>,
+    err: &ErrFn,
+) -> Result<(), ConfigError> {
+    let mut ids = HashSet::new();
+    for (i, t) in cfg.tenants.iter().enumerate() {
+        let id = t.id.get_ref();
+        let at = Some(t.id.span());
+        if !is_slug(id) {
+            return Err(err(
+                at,
+                format!(
+                    "tenants[{i}].id: `{id}` is not a slug (lowercase letters, digits and `-`, 1 to 64 characters)"
+                ),
+            ));
+        }
+        if RESERVED_IDS.contains(&id.as_str()) {
+            return Err(err(
+                at,
+                format!(
+                    "tenants[{i}].id: `{id}` is reserved (it is a path segment of the A2A routes)"
+                ),
+            ));
+        }
+        if default_agents.contains(id) {
+            return Err(err(
+                at,
+                format!(
+                    "tenants[{i}].id: `{id}` is also the id of a top-level agent; `/a2a/{id}/…` would be ambiguous"
+                ),
+            ));
+        }
+        if !ids.insert(id.clone()) {
+            return Err(err(
+                at,
+                format!("tenants[{i}].id: `{id}` is used by two tenants"),
+            ));
+        }
+        if t.agents.is_empty() {
+            return Err(err(
+                at,
+                format!("tenants[{i}] (`{id}`): a tenant needs at least one [[tenants.agents]]"),
+            ));
+        }
+        let prefix = format!("tenants[{i}].");
+        let agents = check_agents(&t.agents, &prefix, &cfg.peers, err)?;
+        if let Some(r) = RESERVED_IDS.iter().find(|r| agents.contains(**r)) {
+            return Err(err(
+                at,
+                format!(
+                    "tenants[{i}].agents: `{r}` is reserved (it is a path segment of the A2A routes)"
+                ),
+            ));
+        }
+        check_credentials(&t.credentials, &format!("{prefix}credentials"), err)?;
+        if t.require_credentials && t.credentials.is_empty() {
+            return Err(err(
+                at,
+                format!(
+                    "tenants[{i}].require_credentials is set but the tenant has no [[tenants.credentials]]"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each credential has exactly one secret of at least 16 characters.
+fn check_credentials(creds: &[Credential], what: &str, err: &ErrFn) -> Result<(), ConfigError> {
+    for (i, c) in creds.iter().enumerate() {
+        if c.bearer.is_some() == c.api_key.is_some() {
+            return Err(err(
+                None,
+                format!(
+                    "{what}[{i}] (`{}`): set exactly one of `bearer` or `api_key`",
+                    c.name
+                ),
+            ));
+        }
+        if c.bearer
+            .as_deref()
+            .or(c.api_key.as_deref())
+            .is_some_and(|s| s.len() < 16)
+        {
+            return Err(err(
+                None,
+                format!(
+                    "{what}[{i}] (`{}`): the secret must be at least 16 characters",
+                    c.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The dotted key a TOML error is about (`limits.max_parts`), so that a
@@ -871,6 +1025,20 @@ fn check_steps(steps: &[StepConfig]) -> Result<(), String> {
     Ok(())
 }
 
+/// The key an agent's tasks are stored under: its id, prefixed `{tenant}/`
+/// in a tenant (`/` is in no slug, so keys of two tenants never meet).
+pub fn agent_key(tenant: Option<&str>, id: &str) -> String {
+    match tenant {
+        Some(t) => format!("{t}/{id}"),
+        None => id.to_owned(),
+    }
+}
+
+/// The tenant in an agent key, if any.
+pub fn tenant_of(agent_key: &str) -> Option<&str> {
+    agent_key.split_once('/').map(|(t, _)| t)
+}
+
 /// 1 to 64 of `a-z`, `0-9`, `-`, not starting with `-`.
 pub fn is_slug(s: &str) -> bool {
     !s.is_empty()
@@ -923,6 +1091,36 @@ mod tests {
             e.starts_with("c.toml:5") && e.contains("rules[0].text"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tenants_carry_their_agents_and_refuse_ambiguity() {
+        let c = Config::parse(
+            "[[agents]]\nid = \"inbox\"\n[[tenants]]\nid = \"acme\"\n[[tenants.agents]]\nid = \"inbox\"\n[[chains]]\ntrigger = { agent = \"acme/inbox\", states = [\"completed\"] }\naction = { kind = \"push\", url = \"https://hooks.example.com/x\" }\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let all = c.all_agents();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].tenant, None);
+        assert_eq!(all[1].tenant.as_deref(), Some("acme"));
+        assert_eq!(agent_key(Some("acme"), "inbox"), "acme/inbox");
+        assert_eq!(tenant_of("acme/inbox"), Some("acme"));
+        assert_eq!(tenant_of("inbox"), None);
+        let e = Config::parse(
+            "[[agents]]\nid = \"acme\"\n\n[[tenants]]\nid = \"acme\"\n[[tenants.agents]]\nid = \"x\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("c.toml:5: tenants[0].id"), "{e}");
+        let e = Config::parse(
+            "[[tenants]]\nid = \"t\"\n[[tenants.agents]]\nid = \"s\"\nbackend = \"scripted\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tenants[0].agents[0]"), "{e}");
     }
 
     #[test]

@@ -562,6 +562,16 @@ fn serve_options(args: ServeArgs) -> anyhow::Result<ServeOptions> {
              or pass --insecure if the network is trusted"
         );
     }
+    if !bind.ip().is_loopback()
+        && !args.insecure
+        && let Some(t) = config.tenants.iter().find(|t| t.credentials.is_empty())
+    {
+        bail!(
+            "refusing to listen on {bind}: tenant `{}` has no credentials, so no one could reach its agents. \
+             Add [[tenants.credentials]] to it, bind 127.0.0.1, or pass --insecure if the network is trusted",
+            t.id.get_ref()
+        );
+    }
     let require = config.access.require_credentials;
     Ok(ServeOptions {
         config,

@@ -14,7 +14,17 @@ if [ -z "${BASE_URL:-}" ]; then
     cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml" || exit 2
     data="$(mktemp -d)"
     DATA_DIR="$data"
-    "$root/target/debug/countersign" serve --config "$here/interop-agent.toml" --data-dir "$data" \
+    # The same agents again in a tenant, `lab` (/a2a/lab/interop): the SDKs
+    # must reach them through their cards' AgentInterface.tenant.
+    config="$data/config.toml"
+    {
+        cat "$here/interop-agent.toml"
+        printf '\n[[tenants]]\nid = "lab"\n\n'
+        sed -n '/^\[\[agents\]\]/,$p' "$here/interop-agent.toml" |
+            sed -e 's/^\[\[agents\]\]/[[tenants.agents]]/' -e 's/^\[\[agents\./[[tenants.agents./' \
+                -e 's/^\[agents\./[tenants.agents./'
+    } >"$config"
+    "$root/target/debug/countersign" serve --config "$config" --data-dir "$data" \
         --bind 127.0.0.1:0 >"$data/stdout" 2>"$data/server.log" &
     pid=$!
     trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null' EXIT
@@ -37,6 +47,13 @@ run node js_client.mjs "$BASE_URL" interop --dialect 0.3 "$@"
 run .venv-sdk03/bin/python legacy_client.py "$BASE_URL" interop --stream "$@"
 # The SDK's signature verifier accepts every card we serve (keys from our JWKS).
 run .venv-sdk1/bin/python card_signature.py "$BASE_URL" interop
+if [ -n "${DATA_DIR:-}" ]; then
+    # A tenant's agent, found and called the way its card says.
+    run .venv-sdk1/bin/python py_client.py "$BASE_URL" lab/interop "$@"
+    run .venv-sdk1/bin/python py_client.py "$BASE_URL" lab/interop --dialect 0.3 "$@"
+    run .venv-sdk03/bin/python py_client.py "$BASE_URL" lab/interop "$@"
+    run node js_client.mjs "$BASE_URL" lab/interop "$@"
+fi
 
 # A person decides, through the CLI, on work the official Python SDK handed
 # to the human agent; the SDK client sees the outcome by streaming, polling,
@@ -80,6 +97,10 @@ run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3
 run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop
 run .venv-sdk1/bin/python push_flow.py "$BASE_URL" interop --dialect 0.3 --transport http_json
 run .venv-sdk03/bin/python push_flow.py "$BASE_URL" interop --transport http_json
+if [ -n "${DATA_DIR:-}" ]; then
+    run .venv-sdk1/bin/python push_flow.py "$BASE_URL" lab/interop
+    run .venv-sdk1/bin/python push_flow.py "$BASE_URL" lab/interop --transport http_json
+fi
 
 echo
 echo "# interop: $failed client run(s) failed"

@@ -40,12 +40,23 @@ pub use events::{Bus, Event, Subscription};
 /// A local agent: its configuration and its backend.
 pub struct Agent {
     pub config: AgentConfig,
+    /// `{id}`, or `{tenant}/{id}` in a tenant: the key its tasks are stored
+    /// under. `/` is never in a slug, so no two tenants share a key, and
+    /// every task lookup (which filters by it) stays within one tenant.
+    key: String,
     backend: Box<dyn Backend>,
 }
 
 impl Agent {
+    /// The agent's key: its id, prefixed `{tenant}/` in a tenant. This is
+    /// also its path under `/a2a/`.
     pub fn id(&self) -> &str {
-        self.config.id.get_ref()
+        &self.key
+    }
+
+    /// Its tenant; `None` for the default tenant.
+    pub fn tenant(&self) -> Option<&str> {
+        self.config.tenant.as_deref()
     }
 }
 
@@ -120,6 +131,7 @@ impl Engine {
             .iter()
             .map(|c| {
                 Arc::new(Agent {
+                    key: crate::config::agent_key(c.tenant.as_deref(), c.id.get_ref()),
                     config: c.clone(),
                     backend: backend::from_config(c),
                 })
@@ -145,8 +157,17 @@ impl Engine {
         &self.inner.agents
     }
 
+    /// The agent with this key (`{id}`, or `{tenant}/{id}` in a tenant).
     pub fn agent(&self, id: &str) -> Option<&Arc<Agent>> {
         self.inner.agents.iter().find(|a| a.id() == id)
+    }
+
+    /// The agent `id` of `tenant` (`None`: the default tenant), and no other.
+    pub fn agent_in(&self, tenant: Option<&str>, id: &str) -> Option<&Arc<Agent>> {
+        self.inner
+            .agents
+            .iter()
+            .find(|a| a.tenant() == tenant && a.config.id.get_ref() == id)
     }
 
     pub fn bus(&self) -> &Bus {

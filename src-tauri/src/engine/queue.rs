@@ -43,6 +43,9 @@ pub struct QueuePage {
 pub struct TaskDetail {
     pub task: Task,
     pub agent_id: String,
+    /// The tenant of its agent; absent in the default tenant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub dialect: String,
     pub turns: Vec<Turn>,
     pub decisions: Vec<DecisionRecord>,
@@ -262,6 +265,7 @@ impl Engine {
         let open_turn = turns.iter().find(|t| t.closed_ms.is_none()).cloned();
         Ok(TaskDetail {
             task,
+            tenant: crate::config::tenant_of(&head.agent_id).map(str::to_owned),
             agent_id: head.agent_id,
             dialect: head.dialect,
             turns,

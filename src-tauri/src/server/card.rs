@@ -53,7 +53,9 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
             output_modes: Vec::new(),
         });
     }
-    let (security_schemes, security_requirements) = security(state);
+    let (security_schemes, security_requirements) = security(state, agent.tenant());
+    // In a tenant, the 1.0 interfaces name it: clients send it as `tenant`.
+    let tenant = agent.tenant().map(str::to_owned);
     AgentCard {
         name: c.name.clone().unwrap_or_else(|| agent.id().to_owned()),
         description: if c.description.is_empty() {
@@ -65,13 +67,13 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
             AgentInterface {
                 url: url.clone(),
                 protocol_binding: "JSONRPC".into(),
-                tenant: None,
+                tenant: tenant.clone(),
                 protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
             },
             AgentInterface {
                 url: url.clone(),
                 protocol_binding: "HTTP+JSON".into(),
-                tenant: None,
+                tenant,
                 protocol_version: crate::a2a::PROTOCOL_VERSION.into(),
             },
             // The same endpoints speak 0.3 (JSON-RPC by method name, HTTP+JSON
@@ -112,10 +114,15 @@ pub fn public_card(state: &AppState, agent: &Agent, base: &str) -> AgentCard {
     }
 }
 
-fn security(state: &AppState) -> (serde_json::Map<String, Value>, Vec<Value>) {
+/// The security schemes of a tenant's agents (`None`: the default tenant,
+/// which the gateway card speaks for).
+fn security(
+    state: &AppState,
+    tenant: Option<&str>,
+) -> (serde_json::Map<String, Value>, Vec<Value>) {
     let mut schemes = serde_json::Map::new();
     let mut reqs = Vec::new();
-    let creds = &state.access.credentials;
+    let creds = &state.access.for_tenant(tenant).credentials;
     if creds.iter().any(|c| c.bearer.is_some()) {
         schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "A token from the Countersign configuration"}}));
         reqs.push(json!({"schemes": {"bearer": {"list": []}}}));
@@ -285,7 +292,7 @@ pub fn gateway_card(state: &AppState, base: &str) -> AgentCard {
             output_modes: Vec::new(),
         })
         .collect();
-    let (security_schemes, security_requirements) = security(state);
+    let (security_schemes, security_requirements) = security(state, None);
     AgentCard {
         name: cfg.gateway_name.clone().unwrap_or_else(|| "Countersign".into()),
         description: cfg.gateway_description.clone().unwrap_or_else(|| {

@@ -210,10 +210,24 @@ fn to_op(method: &str, p: Value, dialect: Dialect) -> Result<Op, Error> {
     })
 }
 
-/// `POST /a2a/{agent}`.
+/// `POST /a2a/{agent}`: an agent of the default tenant.
 pub async fn handle(
     State(state): State<Shared>,
     Path(agent_id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    serve(state, None, &agent_id, method, uri, headers, body).await
+}
+
+/// A JSON-RPC request to the agent `agent_id` of `tenant` (`None`: the
+/// default tenant; `POST /a2a/{tenant}/{agent}` otherwise).
+pub(super) async fn serve(
+    state: Shared,
+    tenant: Option<&str>,
+    agent_id: &str,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -227,16 +241,14 @@ pub async fn handle(
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return resp;
     }
-    let Some(agent) = state.engine.agent(&agent_id).cloned() else {
-        return error_response(
-            &Value::Null,
-            &Error::NotFound(format!("no agent `{agent_id}` is served here")),
-            None,
-        );
+    let agent = match super::find_agent(&state, tenant, agent_id) {
+        Ok(a) => a,
+        Err(e) => return error_response(&Value::Null, &e, None),
     };
-    let owner = match state.access.authenticate(&headers) {
+    let access = state.access.for_tenant(agent.tenant());
+    let owner = match access.authenticate(&headers) {
         Ok(o) => o,
-        Err(e) => return error_response(&Value::Null, &e, Some(state.access.challenge())),
+        Err(e) => return error_response(&Value::Null, &e, Some(access.challenge())),
     };
     let bytes = match read_body(body, state.config.limits.max_body_bytes).await {
         Ok(b) => b,

@@ -90,6 +90,25 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
+/// The agent `id` of `tenant` (`None`: the default tenant). Any other agent,
+/// in particular one of another tenant, is "not found".
+pub(crate) fn find_agent(
+    state: &AppState,
+    tenant: Option<&str>,
+    id: &str,
+) -> Result<Arc<crate::engine::Agent>, Error> {
+    if let Some(a) = state.engine.agent_in(tenant, id) {
+        return Ok(a.clone());
+    }
+    Err(Error::NotFound(match tenant {
+        Some(t) => format!("tenant `{t}` has no agent `{id}`"),
+        None if state.config.tenant(id).is_some() => {
+            format!("`{id}` is a tenant; its agents are at /a2a/{id}/{{agent}}")
+        }
+        None => format!("no agent or tenant `{id}` is served here"),
+    }))
+}
+
 /// The 404 for a path no route and no UI file answers.
 pub(crate) async fn not_found(uri: Uri) -> axum::response::Response {
     rest::error_response(

@@ -143,6 +143,46 @@ pub fn push_supported(_agent: &Agent) -> bool {
     true
 }
 
+impl Op {
+    /// The `tenant` the request carries, if any.
+    fn tenant(&self) -> Option<&str> {
+        match self {
+            Op::SendMessage(r) | Op::SendStreamingMessage(r) => r.tenant.as_deref(),
+            Op::GetTask(r) => r.tenant.as_deref(),
+            Op::ListTasks(r) => r.tenant.as_deref(),
+            Op::CancelTask(r) | Op::SubscribeToTask(r) => r.tenant.as_deref(),
+            Op::CreatePushConfig(r) => r.tenant.as_deref(),
+            Op::GetPushConfig(r) | Op::DeletePushConfig(r) => r.tenant.as_deref(),
+            Op::ListPushConfigs(r) => r.tenant.as_deref(),
+            Op::GetExtendedAgentCard => None,
+        }
+    }
+}
+
+/// Checks the tenant a request names (its `tenant` field, or the `/{tenant}`
+/// path segment of HTTP+JSON) against the agent's. An agent in a tenant
+/// takes only its own tenant's name (or none). An agent of the default
+/// tenant takes none, or a name that is no configured tenant (clients may
+/// send any opaque value where the card declares none); naming a configured
+/// tenant there is a wrong address, refused rather than quietly served.
+pub fn check_tenant(state: &AppState, agent: &Agent, named: Option<&str>) -> Result<(), Error> {
+    let Some(named) = named.filter(|t| !t.is_empty()) else {
+        return Ok(());
+    };
+    match agent.tenant() {
+        Some(t) if t == named => Ok(()),
+        Some(t) => Err(Error::InvalidParams(format!(
+            "the request names tenant `{named}`, but /a2a/{} belongs to tenant `{t}`",
+            agent.id()
+        ))),
+        None if state.config.tenant(named).is_some() => Err(Error::InvalidParams(format!(
+            "the request names tenant `{named}`, but /a2a/{} belongs to the default tenant; tenant `{named}`'s agents are at /a2a/{named}/{{agent}}",
+            agent.id()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Runs one operation for `owner` on `agent`; `dialect` is the request's.
 pub async fn execute(
     state: &Arc<AppState>,
@@ -152,6 +192,7 @@ pub async fn execute(
     base_url: &str,
     dialect: Dialect,
 ) -> Result<Outcome, Error> {
+    check_tenant(state, agent, op.tenant())?;
     let engine = &state.engine;
     match op {
         Op::SendMessage(req) => {

@@ -36,10 +36,11 @@ pub enum Class {
     Cards,
 }
 
-/// Who a bucket belongs to.
+/// Who a bucket belongs to: a credential's owner (within its tenant, as
+/// owner names repeat across tenants), else the client's address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Owner(String),
+    Owner(Option<String>, String),
     Ip(IpAddr),
 }
 
@@ -117,25 +118,33 @@ impl RateLimits {
 /// How often idle callers are forgotten.
 pub const FORGET_EVERY: Duration = Duration::from_secs(60);
 
-/// The class of a request, by its path.
-pub fn classify(path: &str) -> Class {
+/// The class of a request, by its path, and the tenant an A2A call is
+/// for; `is_tenant` says whether a first segment under `/a2a/` names a
+/// configured tenant (`/a2a/{tenant}/{agent}` is then that agent's
+/// JSON-RPC endpoint, not an HTTP+JSON route).
+pub fn classify<'p>(path: &'p str, is_tenant: impl Fn(&str) -> bool) -> (Class, Option<&'p str>) {
     if path.starts_with("/api/") || path == "/api" {
-        return Class::Ui;
+        return (Class::Ui, None);
     }
     if path.starts_with("/webhooks/") {
-        return Class::Webhooks;
+        return (Class::Webhooks, None);
     }
     if let Some(rest) = path.strip_prefix("/a2a/") {
         let rest = rest.trim_end_matches('/');
-        return match rest.split_once('/') {
+        let (tenant, rest) = match rest.split_once('/') {
+            Some((t, r)) if is_tenant(t) => (Some(t), r),
+            _ => (None, rest),
+        };
+        let class = match rest.split_once('/') {
             // The agent directory is public, like the cards it lists.
-            None if rest == "agents" => Class::Cards,
+            None if rest == "agents" && tenant.is_none() => Class::Cards,
             None => Class::JsonRpc,
             Some((_, tail)) if tail.starts_with(".well-known/") => Class::Cards,
             Some(_) => Class::Rest,
         };
+        return (class, tenant);
     }
-    Class::Cards
+    (Class::Cards, None)
 }
 
 fn is_loopback(ip: IpAddr) -> bool {
@@ -165,13 +174,17 @@ pub async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Res
     if is_loopback(ip) && !limits.limit_loopback {
         return next.run(req).await;
     }
-    let class = classify(req.uri().path());
+    let (class, tenant) = classify(req.uri().path(), |t| state.config.tenant(t).is_some());
     let key = match class {
-        Class::JsonRpc | Class::Rest => match state.access.authenticate(req.headers()) {
-            // A valid credential names its owner; no (or a bad) one, the address.
-            Ok(owner) if owner != super::access::LOCAL_OWNER => Key::Owner(owner),
-            _ => Key::Ip(ip),
-        },
+        Class::JsonRpc | Class::Rest => {
+            match state.access.for_tenant(tenant).authenticate(req.headers()) {
+                // A valid credential names its owner; no (or a bad) one, the address.
+                Ok(owner) if owner != super::access::LOCAL_OWNER => {
+                    Key::Owner(tenant.map(str::to_owned), owner)
+                }
+                _ => Key::Ip(ip),
+            }
+        }
         _ => Key::Ip(ip),
     };
     match limits.check(class, &key) {
@@ -202,20 +215,42 @@ mod tests {
 
     #[test]
     fn paths_fall_in_their_class() {
-        assert_eq!(classify("/a2a/inbox"), Class::JsonRpc);
-        assert_eq!(classify("/a2a/inbox/"), Class::JsonRpc);
-        assert_eq!(classify("/a2a/inbox/message:send"), Class::Rest);
-        assert_eq!(classify("/a2a/inbox/v1/tasks/x"), Class::Rest);
+        let none = |_: &str| false;
+        let c = |p| classify(p, none).0;
+        assert_eq!(c("/a2a/inbox"), Class::JsonRpc);
+        assert_eq!(c("/a2a/inbox/"), Class::JsonRpc);
+        assert_eq!(c("/a2a/inbox/message:send"), Class::Rest);
+        assert_eq!(c("/a2a/inbox/v1/tasks/x"), Class::Rest);
+        assert_eq!(c("/a2a/inbox/.well-known/agent-card.json"), Class::Cards);
+        assert_eq!(c("/.well-known/agent-card.json"), Class::Cards);
+        assert_eq!(c("/a2a/agents"), Class::Cards);
+        assert_eq!(c("/.well-known/jwks.json"), Class::Cards);
+        assert_eq!(c("/webhooks/abc"), Class::Webhooks);
+        assert_eq!(c("/api/queue"), Class::Ui);
+        assert_eq!(c("/"), Class::Cards);
+    }
+
+    #[test]
+    fn a_tenants_paths_fall_in_the_same_classes() {
+        let acme = |t: &str| t == "acme";
         assert_eq!(
-            classify("/a2a/inbox/.well-known/agent-card.json"),
-            Class::Cards
+            classify("/a2a/acme/inbox", acme),
+            (Class::JsonRpc, Some("acme"))
         );
-        assert_eq!(classify("/.well-known/agent-card.json"), Class::Cards);
-        assert_eq!(classify("/a2a/agents"), Class::Cards);
-        assert_eq!(classify("/.well-known/jwks.json"), Class::Cards);
-        assert_eq!(classify("/webhooks/abc"), Class::Webhooks);
-        assert_eq!(classify("/api/queue"), Class::Ui);
-        assert_eq!(classify("/"), Class::Cards);
+        assert_eq!(
+            classify("/a2a/acme/inbox/", acme),
+            (Class::JsonRpc, Some("acme"))
+        );
+        assert_eq!(
+            classify("/a2a/acme/inbox/message:send", acme),
+            (Class::Rest, Some("acme"))
+        );
+        assert_eq!(
+            classify("/a2a/acme/inbox/.well-known/agent-card.json", acme),
+            (Class::Cards, Some("acme"))
+        );
+        // Not a tenant: the first segment is an agent.
+        assert_eq!(classify("/a2a/inbox/tasks", acme), (Class::Rest, None));
     }
 
     #[test]
@@ -225,12 +260,15 @@ mod tests {
             ..RateLimitsConfig::default()
         };
         let l = RateLimits::new(&cfg);
-        let k = Key::Owner("ci".into());
+        let k = Key::Owner(None, "ci".into());
         for _ in 0..3 {
             assert!(l.check(Class::Rest, &k).is_ok());
         }
         assert_eq!(l.check(Class::JsonRpc, &k), Err(1));
-        assert!(l.check(Class::Rest, &Key::Owner("other".into())).is_ok());
+        assert!(
+            l.check(Class::Rest, &Key::Owner(None, "other".into()))
+                .is_ok()
+        );
         assert!(l.check(Class::Webhooks, &k).is_ok());
         assert_eq!(l.tracked(), 3);
         assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));

@@ -94,6 +94,18 @@ impl Route {
     }
 }
 
+/// Whether a path segment is the first of a 1.0 route (and so no tenant).
+fn route_word(s: &str) -> bool {
+    s == "tasks" || s.starts_with("message:") || s == "extendedAgentCard" || s == ".well-known"
+}
+
+/// The optional `/{tenant}` segment the spec allows before a 1.0 route.
+pub(super) fn path_tenant(rest: &str) -> Option<&str> {
+    let mut segs = rest.split('/').filter(|s| !s.is_empty());
+    let first = segs.next()?;
+    (!route_word(first) && segs.next().is_some()).then_some(first)
+}
+
 pub(super) fn route(rest: &str) -> Option<Route> {
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     if segs == [".well-known", "agent-card.json"] {
@@ -102,11 +114,10 @@ pub(super) fn route(rest: &str) -> Option<Route> {
     if segs == [".well-known", "agent.json"] {
         return Some(Route::LegacyCard);
     }
-    let known = |s: &str| s == "tasks" || s.starts_with("message:") || s == "extendedAgentCard";
     // An optional tenant segment comes first.
-    let segs: &[&str] = match segs.first() {
-        Some(first) if !known(first) && segs.len() > 1 => &segs[1..],
-        _ => &segs,
+    let segs: &[&str] = match path_tenant(rest) {
+        Some(_) => &segs[1..],
+        None => &segs,
     };
     Some(match segs {
         ["message:send"] => Route::Send,
@@ -180,21 +191,35 @@ pub(super) fn with(mut v: Value, key: &str, val: &str) -> Value {
     v
 }
 
-/// Every request under `/a2a/{agent}/…` that is not the JSON-RPC endpoint.
+/// Every request under `/a2a/{first}/…` that is not a default-tenant
+/// agent's JSON-RPC endpoint. When `first` is a tenant, the next segment is
+/// its agent (`/a2a/{tenant}/{agent}` alone is that agent's JSON-RPC
+/// endpoint); otherwise `first` is an agent of the default tenant. Tenant
+/// ids are never default agent ids (the config refuses it), so the two
+/// readings cannot meet.
 pub async fn handle(
     State(state): State<Shared>,
-    Path((agent_id, rest)): Path<(String, String)>,
+    Path((first, rest)): Path<(String, String)>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let a2a_json = wants_a2a_json(&headers);
-    let Some(agent) = state.engine.agent(&agent_id).cloned() else {
-        return error_response(
-            &Error::NotFound(format!("no agent `{agent_id}` is served here")),
-            a2a_json,
-        );
+    let (tenant, agent_id, rest) = if state.config.tenant(&first).is_some() {
+        let (id, rest) = rest.split_once('/').unwrap_or((rest.as_str(), ""));
+        if rest.is_empty() {
+            let id = id.to_owned();
+            return super::jsonrpc::serve(state, Some(&first), &id, method, uri, headers, body)
+                .await;
+        }
+        (Some(first.as_str()), id.to_owned(), rest.to_owned())
+    } else {
+        (None, first.clone(), rest)
+    };
+    let agent = match super::find_agent(&state, tenant, &agent_id) {
+        Ok(a) => a,
+        Err(e) => return error_response(&e, a2a_json),
     };
     // `/v1/...` are the A2A 0.3 routes, unless the caller says it speaks 1.0
     // (then `v1` is a tenant of the 1.0 routes).
@@ -218,24 +243,29 @@ pub async fn handle(
         }
         return card::legacy_card(&state, &agent, &headers);
     }
-    let owner = match state.access.authenticate(&headers) {
+    let access = state.access.for_tenant(agent.tenant());
+    let owner = match access.authenticate(&headers) {
         Ok(o) => o,
         Err(e) => {
             let mut resp = error_response(&e, a2a_json);
-            if let Ok(v) = HeaderValue::from_str(&state.access.challenge()) {
+            if let Ok(v) = HeaderValue::from_str(&access.challenge()) {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
             }
             return resp;
         }
     };
+    if let Err(e) = super::ops::check_tenant(&state, &agent, path_tenant(&rest)) {
+        return error_response(&e, a2a_json);
+    }
     // These are the 1.0 routes (0.3 routes live under `/v1/`): without an
     // A2A-Version header they are answered as 1.0, since 0.3 has no such paths.
     match requested_version(&headers, &uri) {
         Ok(None | Some(Version::V1)) => {}
         Ok(Some(Version::V03)) => {
             let e = Error::VersionNotSupported(format!(
-                "{} is an A2A 1.0 route; the A2A 0.3 routes are under /a2a/{agent_id}/v1/",
-                uri.path()
+                "{} is an A2A 1.0 route; the A2A 0.3 routes are under /a2a/{}/v1/",
+                uri.path(),
+                agent.id()
             ));
             return error_response(&e, a2a_json);
         }
@@ -395,5 +425,15 @@ mod tests {
         assert_eq!(route(".well-known/agent-card.json"), Some(Route::Card));
         assert_eq!(route("tasks/abc:explode"), None);
         assert_eq!(route("nothing"), None);
+    }
+
+    #[test]
+    fn the_optional_tenant_segment() {
+        assert_eq!(path_tenant("acme/message:send"), Some("acme"));
+        assert_eq!(path_tenant("acme/tasks/abc"), Some("acme"));
+        assert_eq!(path_tenant("tasks/abc"), None);
+        assert_eq!(path_tenant("message:send"), None);
+        assert_eq!(path_tenant(".well-known/agent-card.json"), None);
+        assert_eq!(path_tenant("extendedAgentCard"), None);
     }
 }

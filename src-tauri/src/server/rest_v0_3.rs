@@ -33,11 +33,12 @@ pub async fn handle(
     headers: &HeaderMap,
     body: Body,
 ) -> Response {
-    let owner = match state.access.authenticate(headers) {
+    let access = state.access.for_tenant(agent.tenant());
+    let owner = match access.authenticate(headers) {
         Ok(o) => o,
         Err(e) => {
             let mut resp = error_response(&e, false);
-            if let Ok(v) = HeaderValue::from_str(&state.access.challenge()) {
+            if let Ok(v) = HeaderValue::from_str(&access.challenge()) {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
             }
             return resp;

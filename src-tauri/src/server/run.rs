@@ -69,7 +69,7 @@ pub async fn serve_until(
     let store = Store::open(&db, opts.config.store.durability)?;
     let engine = Engine::new(
         store.clone(),
-        &opts.config.agents,
+        &opts.config.all_agents(),
         opts.config.limits.clone(),
     );
     // Policy and limits for push notifications and chain hops, set before
@@ -107,10 +107,7 @@ pub async fn serve_until(
     let rate_limits = super::rate_limit::RateLimits::new(&opts.config.rate_limits);
     let state = Arc::new(AppState {
         engine,
-        access: AccessPolicy {
-            credentials: opts.config.access.credentials.clone(),
-            open: opts.open,
-        },
+        access: AccessPolicy::from_config(&opts.config, opts.open),
         config: opts.config,
         local_addr,
         started_ms: crate::clock::now_ms() / 1000 * 1000,

@@ -135,7 +135,11 @@ async fn health() -> Json<serde_json::Value> {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSummary {
+    /// Its key: `{id}`, or `{tenant}/{id}` in a tenant (as tasks name it).
     pub id: String,
+    /// Its tenant; absent in the default tenant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub name: String,
     pub description: String,
     /// `human` or `scripted`.
@@ -156,6 +160,7 @@ async fn agents(State(state): State<Shared>, headers: HeaderMap) -> Json<serde_j
             let url = format!("{base}/a2a/{}", a.id());
             AgentSummary {
                 id: a.id().to_owned(),
+                tenant: a.tenant().map(str::to_owned),
                 name: a.config.name.clone().unwrap_or_else(|| a.id().to_owned()),
                 description: a.config.description.clone(),
                 backend: match a.config.backend {

@@ -15,6 +15,9 @@ pub struct Turn {
     pub id: String,
     pub task_id: String,
     pub agent_id: String,
+    /// The tenant of its agent; absent in the default tenant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// `served` (our agent) or `watched` (a peer's task).
     pub source: String,
     #[serde(serialize_with = "short_state")]
@@ -65,6 +68,7 @@ fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Turn, i64)> {
             id: r.get(0)?,
             task_id: r.get(1)?,
             agent_id: r.get(2)?,
+            tenant: None,
             source: r.get(3)?,
             state: TaskState::InputRequired,
             preview: r.get(5)?,
@@ -77,6 +81,7 @@ fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Turn, i64)> {
 }
 
 fn finish_turn((mut t, state): (Turn, i64)) -> Result<Turn> {
+    t.tenant = crate::config::tenant_of(&t.agent_id).map(str::to_owned);
     t.state = TaskState::from_number(state)
         .ok_or_else(|| Error::Corrupt(format!("unknown stored state {state}")))?;
     Ok(t)
@@ -527,6 +532,7 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
                 id: r.get(11)?,
                 task_id: r.get(12)?,
                 agent_id: r.get(13)?,
+                tenant: None,
                 source: r.get(14)?,
                 state: TaskState::InputRequired,
                 preview: r.get(16)?,

@@ -307,7 +307,10 @@ export type ShortState = 'input-required' | 'auth-required' | string;
 export interface Turn {
   id: string;
   taskId: string;
+  /** `{id}`, or `{tenant}/{id}` for an agent of a tenant. */
   agentId: string;
+  /** The agent's tenant; absent in the default tenant. */
+  tenant?: string;
   source: string;
   state: ShortState;
   preview: string;
@@ -388,6 +391,7 @@ export interface TaskDetail {
     metadata?: Record<string, unknown>;
   };
   agentId: string;
+  tenant?: string;
   dialect: string;
   turns: Turn[];
   decisions: Decision[];
@@ -432,7 +436,9 @@ export interface HistoryPage {
 }
 
 export interface Agent {
+  /** `{id}`, or `{tenant}/{id}` for an agent of a tenant. */
   id: string;
+  tenant?: string;
   name: string;
   description: string;
   backend: string;
@@ -628,7 +634,9 @@ export class Api {
 
   /** A served agent's public card (as a caller without `A2A-Version` sees it). */
   agentCard(agentId: string): Promise<Record<string, unknown>> {
-    return this.call('GET', `/a2a/${enc(agentId)}/.well-known/agent-card.json`);
+    // A tenant's agent is `{tenant}/{id}`: two path segments.
+    const path = agentId.split('/').map(enc).join('/');
+    return this.call('GET', `/a2a/${path}/.well-known/agent-card.json`);
   }
 
   peers(): Promise<{ peers: Peer[] }> {
