@@ -554,3 +554,67 @@ async fn a_client_trickling_its_body_gets_408_on_every_surface_and_is_disconnect
     let list = c.rpc_ok("inbox", "ListTasks", json!({})).await;
     assert_eq!(list["totalSize"], 1, "{list}");
 }
+
+/// Found by the `rest_bodies` fuzz target: the 0.3 HTTP+JSON binding took
+/// `fileWithBytes` that is not base64 and stored a part the 1.0 model itself
+/// refuses to read. Now every dialect checks the bytes of a file part alike.
+#[tokio::test]
+async fn file_bytes_that_are_not_base64_are_refused_in_every_dialect() {
+    let s = Server::start(Some(CONFIG));
+    let c = s.client();
+    let bad = "iVBORw0KGgoAAAANSUhEUb6c8d6";
+    let http = reqwest::Client::new();
+    let rest03 = json!({"message": {"messageId": "b64-1", "role": "ROLE_USER", "content": [
+        {"text": "look"}, {"file": {"fileWithBytes": bad, "mimeType": "image/png"}}]}});
+    let r = http
+        .post(s.url("/a2a/inbox/v1/message:send"))
+        .json(&rest03)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    check(
+        status,
+        &text,
+        Want::Rest(400, "INVALID_PARAMS"),
+        "0.3 HTTP+JSON",
+    );
+    assert!(text.contains("fileWithBytes must be base64"), "{text}");
+    let rpc03 = rpc(
+        "message/send",
+        json!({"message": {"messageId": "b64-2", "role": "user", "kind": "message", "parts": [
+            {"kind": "file", "file": {"bytes": bad, "mimeType": "image/png"}}]}}),
+    );
+    let r = http
+        .post(s.url("/a2a/inbox"))
+        .json(&rpc03)
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    check(200, &text, Want::Rpc(200, -32602), "0.3 JSON-RPC");
+    let list = c.rpc_ok("inbox", "ListTasks", json!({})).await;
+    assert_eq!(list["totalSize"], 0, "nothing was stored: {list}");
+    // URL-safe base64 is base64 in every dialect, as it is in 1.0.
+    let url_safe = "_-8=";
+    let r = http
+        .post(s.url("/a2a/inbox/v1/message:send"))
+        .json(
+            &json!({"message": {"messageId": "b64-3", "role": "ROLE_USER", "content": [
+            {"file": {"fileWithBytes": url_safe, "mimeType": "application/octet-stream"}}]}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let list = c
+        .rpc_ok("inbox", "ListTasks", json!({"historyLength": 10}))
+        .await;
+    let history = list["tasks"][0]["history"].as_array().expect("history");
+    let user = history
+        .iter()
+        .find(|m| m["messageId"] == "b64-3")
+        .unwrap_or_else(|| panic!("the message is stored: {list}"));
+    assert_eq!(user["parts"][0]["raw"], url_safe, "{list}");
+}
