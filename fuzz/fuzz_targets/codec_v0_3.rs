@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         0 => round_trip(
             &v,
             |v| v0_3::decode_send_params(v, Dialect::V03),
-            |r| v0_3::encode_send_params(r),
+            v0_3::encode_send_params,
         ),
         // Pre-0.3 `tasks/send` params decode to the same model as 0.3 ones.
         1 => {
