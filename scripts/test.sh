@@ -10,6 +10,9 @@ export CARGO_INCREMENTAL=0
 cargo fmt --all -- --check
 cargo clippy --no-default-features --all-targets -- -D warnings
 cargo test --no-default-features
+# Coverage-guided fuzzing of every parser and the markdown renderer, each
+# for FUZZ_SECONDS (30 by default) from the corpora in fuzz/corpus/.
+bash tests/fuzz/run.sh
 # Interop with the official SDK clients (a2a-sdk 1.x and 0.3.26 from PyPI,
 # @a2a-js/sdk from npm) and a pre-0.3 client, against the real server.
 bash tests/interop/run.sh

@@ -309,6 +309,12 @@ pub struct Limits {
     /// Longest a blocking SendMessage waits for the task to settle, in
     /// seconds; it then answers with the task as it is.
     pub max_blocking_wait_secs: u64,
+    /// Longest a client may take to send a request's headers, in seconds;
+    /// the connection is closed after it (slow-header attacks).
+    pub header_timeout_secs: u64,
+    /// Longest a client may take to send a request's body once its headers
+    /// are in, in seconds; it is answered 408 and closed after it.
+    pub body_timeout_secs: u64,
 }
 
 impl Default for Limits {
@@ -319,6 +325,8 @@ impl Default for Limits {
             max_history: 1000,
             max_json_depth: 64,
             max_blocking_wait_secs: 300,
+            header_timeout_secs: 30,
+            body_timeout_secs: 60,
         }
     }
 }
@@ -722,6 +730,12 @@ impl Config {
             || cfg.limits.max_json_depth < 4
         {
             return Err(err(None, "limits: max_body_bytes and max_parts must be positive and max_json_depth at least 4".into()));
+        }
+        if cfg.limits.header_timeout_secs == 0 || cfg.limits.body_timeout_secs == 0 {
+            return Err(err(
+                None,
+                "limits: header_timeout_secs and body_timeout_secs must be at least 1".into(),
+            ));
         }
         let rl = &cfg.rate_limits;
         for (name, q) in [

@@ -51,6 +51,9 @@ pub enum Error {
     /// Too many requests from one caller; retry after this many seconds.
     #[error("Rate limit exceeded: retry after {0} s")]
     RateLimited(u64),
+    /// The request body did not arrive within the configured time.
+    #[error("Request body not received within {0} seconds")]
+    RequestTimeout(u64),
 }
 
 impl Error {
@@ -58,7 +61,9 @@ impl Error {
     pub fn code(&self) -> i64 {
         match self {
             Error::Parse(_) => -32700,
-            Error::InvalidRequest(_) | Error::PayloadTooLarge(_) => -32600,
+            Error::InvalidRequest(_) | Error::PayloadTooLarge(_) | Error::RequestTimeout(_) => {
+                -32600
+            }
             Error::MethodNotFound(_) | Error::NotFound(_) => -32601,
             Error::InvalidParams(_) => -32602,
             Error::Internal(_) => -32603,
@@ -99,6 +104,7 @@ impl Error {
             Error::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
             Error::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            Error::RequestTimeout(_) => "REQUEST_TIMEOUT",
             Error::NotFound(_) => "NOT_FOUND",
             Error::RateLimited(_) => "RATE_LIMITED",
         }
@@ -118,6 +124,7 @@ impl Error {
             Error::Unauthenticated(_) => 401,
             Error::PayloadTooLarge(_) => 413,
             Error::RateLimited(_) => 429,
+            Error::RequestTimeout(_) => 408,
             Error::UnsupportedMediaType(_) => 415,
             _ => 400,
         }
@@ -130,6 +137,7 @@ impl Error {
             Error::Internal(_) | Error::InvalidAgentResponse(_) => "INTERNAL",
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
             Error::PayloadTooLarge(_) | Error::RateLimited(_) => "RESOURCE_EXHAUSTED",
+            Error::RequestTimeout(_) => "DEADLINE_EXCEEDED",
             Error::Parse(_)
             | Error::InvalidRequest(_)
             | Error::InvalidParams(_)

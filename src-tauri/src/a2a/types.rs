@@ -237,6 +237,13 @@ impl Serialize for Part {
     }
 }
 
+/// Whether `s` is base64 (standard or URL-safe alphabet), as the bytes of a
+/// `raw` part must be in every dialect.
+pub fn is_base64(s: &str) -> bool {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    STANDARD.decode(s.as_bytes()).is_ok() || URL_SAFE.decode(s.as_bytes()).is_ok()
+}
+
 impl<'de> Deserialize<'de> for Part {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let m = Map::<String, Value>::deserialize(d)?;
@@ -252,10 +259,9 @@ impl<'de> Deserialize<'de> for Part {
                 "text" => PartContent::Text(string_field::<D>(v, "text")?),
                 "raw" => {
                     let r = string_field::<D>(v, "raw")?;
-                    base64::engine::general_purpose::STANDARD
-                        .decode(r.as_bytes())
-                        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(r.as_bytes()))
-                        .map_err(|_| D::Error::custom("part `raw` must be base64"))?;
+                    if !is_base64(&r) {
+                        return Err(D::Error::custom("part `raw` must be base64"));
+                    }
                     PartContent::Raw(r)
                 }
                 "url" => PartContent::Url(string_field::<D>(v, "url")?),

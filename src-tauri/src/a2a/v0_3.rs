@@ -11,7 +11,7 @@ use super::Error;
 use super::types::{
     Artifact, AuthenticationInfo, Message, Part, PartContent, Role, SendMessageConfiguration,
     SendMessageRequest, StreamResponse, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig,
-    TaskState, TaskStatus, TaskStatusUpdateEvent,
+    TaskState, TaskStatus, TaskStatusUpdateEvent, is_base64,
 };
 
 /// Which generation of the protocol a request speaks.
@@ -142,13 +142,8 @@ pub fn decode_part(v: &Value) -> Result<Part, Error> {
                 opt_str(f, "bytes", "part.file")?,
                 opt_str(f, "uri", "part.file")?,
             ) {
-                (Some(b), None) => {
-                    use base64::Engine as _;
-                    base64::engine::general_purpose::STANDARD
-                        .decode(b.as_bytes())
-                        .map_err(|_| invalid("part.file.bytes must be base64"))?;
-                    PartContent::Raw(b)
-                }
+                (Some(b), None) if is_base64(&b) => PartContent::Raw(b),
+                (Some(_), None) => return Err(invalid("part.file.bytes must be base64")),
                 (None, Some(u)) => PartContent::Url(u),
                 _ => return Err(invalid("part.file needs exactly one of `bytes` or `uri`")),
             };

@@ -13,7 +13,7 @@ use super::Error;
 use super::types::{
     Artifact, AuthenticationInfo, Message, Part, PartContent, Role, SendMessageConfiguration,
     SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskArtifactUpdateEvent,
-    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent, is_base64,
 };
 
 fn invalid(msg: impl Into<String>) -> Error {
@@ -161,7 +161,8 @@ fn decode_part(v: &Value) -> Result<Part, Error> {
             opt_str(f, "fileWithBytes", "part.file")?,
             opt_str(f, "fileWithUri", "part.file")?,
         ) {
-            (Some(b), None) => PartContent::Raw(b),
+            (Some(b), None) if is_base64(&b) => PartContent::Raw(b),
+            (Some(_), None) => return Err(invalid("part.file.fileWithBytes must be base64")),
             (None, Some(u)) => PartContent::Url(u),
             _ => {
                 return Err(invalid(

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::ops::{self, Op, Outcome};
 use super::{
-    AppState, Shared, Version, base_url, is_json_content_type, parse_json, read_body,
+    AppState, Shared, Version, base_url, is_json_content_type, parse_json, read_request_body,
     requested_version,
 };
 use crate::a2a::Error;
@@ -38,9 +38,12 @@ pub fn error_body(id: &Value, e: &Error) -> Value {
 
 pub(super) fn error_response(id: &Value, e: &Error, challenge: Option<String>) -> Response {
     // JSON-RPC answers with 200 and the error in the body, except where HTTP
-    // itself has a word for it: authentication, size, rate, unknown agent.
+    // itself has a word for it: authentication, size, rate, time, unknown agent.
     let status = match e {
-        Error::Unauthenticated(_) | Error::PayloadTooLarge(_) | Error::RateLimited(_) => {
+        Error::Unauthenticated(_)
+        | Error::PayloadTooLarge(_)
+        | Error::RateLimited(_)
+        | Error::RequestTimeout(_) => {
             StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST)
         }
         Error::NotFound(_) => StatusCode::NOT_FOUND,
@@ -250,7 +253,7 @@ pub(super) async fn serve(
         Ok(o) => o,
         Err(e) => return error_response(&Value::Null, &e, Some(access.challenge())),
     };
-    let bytes = match read_body(body, state.config.limits.max_body_bytes).await {
+    let bytes = match read_request_body(&state, body, None).await {
         Ok(b) => b,
         Err(e) => return error_response(&Value::Null, &e, None),
     };
@@ -267,25 +270,39 @@ pub(super) async fn serve(
             None,
         );
     }
-    let req = match parse_json(&bytes, state.config.limits.max_json_depth) {
-        Ok(v) => v,
-        Err(e) => return error_response(&Value::Null, &e, None),
-    };
-    let (id, method, p) = match envelope(req) {
+    let (id, method, p) = match parse_envelope(&bytes, state.config.limits.max_json_depth) {
         Ok(x) => x,
         Err((id, e)) => return error_response(&id, &e, None),
     };
-    let chosen = requested_version(&headers, &uri).and_then(|v| dialect(&method, v));
-    let dialect = match chosen {
-        Ok(d) => d,
-        Err(e) => return error_response(&id, &e, None),
-    };
-    let op = match to_op(&method, p, dialect) {
-        Ok(op) => op,
+    let call = requested_version(&headers, &uri).and_then(|v| to_call(&method, p, v));
+    let (dialect, op) = match call {
+        Ok(x) => x,
         Err(e) => return error_response(&id, &e, None),
     };
     let base = base_url(&state, &headers);
     respond(&state, &agent, &owner, op, &base, id, dialect).await
+}
+
+/// Parses a request body and checks its JSON-RPC envelope: returns (id,
+/// method, params), or the error with the id to answer it under. Pure (no
+/// HTTP, no store), so it can be fuzzed.
+pub fn parse_envelope(
+    bytes: &[u8],
+    max_depth: usize,
+) -> Result<(Value, String, Value), (Value, Error)> {
+    let req = parse_json(bytes, max_depth).map_err(|e| (Value::Null, e))?;
+    envelope(req)
+}
+
+/// Picks the dialect of a call from its method and the requested version,
+/// and translates its params into an operation. Pure, like [`parse_envelope`].
+pub fn to_call(
+    method: &str,
+    params: Value,
+    version: Option<Version>,
+) -> Result<(Dialect, Op), Error> {
+    let d = dialect(method, version)?;
+    Ok((d, to_op(method, params, d)?))
 }
 
 /// Checks the JSON-RPC envelope: returns (id, method, params).

@@ -123,23 +123,56 @@ pub(crate) async fn not_found(uri: Uri) -> axum::response::Response {
 const DRAIN_MAX_BYTES: usize = 4 << 20;
 const DRAIN_MAX_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Reads a request body up to the configured limit.
-pub async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Error> {
+/// Reads a request body up to `limit` bytes, within `timeout` (a client
+/// trickling its body is answered 408 rather than held forever).
+pub async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Error> {
     use http_body_util::BodyExt;
     let read_error =
         |e: axum::Error| Error::InvalidRequest(format!("cannot read the request body: {e}"));
+    let mut body = body;
     let mut buf = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(read_error)?.into_data() else {
-            continue;
-        };
-        if buf.len() + data.len() > limit {
-            drain(body).await;
-            return Err(Error::PayloadTooLarge(limit));
+    let read = tokio::time::timeout(timeout, async {
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame.map_err(read_error)?.into_data() else {
+                continue;
+            };
+            if buf.len() + data.len() > limit {
+                return Ok(false);
+            }
+            buf.extend_from_slice(&data);
         }
-        buf.extend_from_slice(&data);
+        Ok::<_, Error>(true)
+    })
+    .await;
+    match read {
+        Ok(Ok(true)) => Ok(Bytes::from(buf)),
+        Ok(Ok(false)) => {
+            drain(body).await;
+            Err(Error::PayloadTooLarge(limit))
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::RequestTimeout(timeout.as_secs())),
     }
-    Ok(Bytes::from(buf))
+}
+
+/// [`read_body`] with the configured limits: `max_body_bytes` (or `limit`
+/// when given) and `body_timeout_secs`.
+pub async fn read_request_body(
+    state: &AppState,
+    body: Body,
+    limit: Option<usize>,
+) -> Result<Bytes, Error> {
+    let limits = &state.config.limits;
+    read_body(
+        body,
+        limit.unwrap_or(limits.max_body_bytes),
+        std::time::Duration::from_secs(limits.body_timeout_secs),
+    )
+    .await
 }
 
 /// Reads and discards what is left of a refused body, within bounds.
@@ -166,7 +199,7 @@ pub fn parse_json(bytes: &[u8], max_depth: usize) -> Result<serde_json::Value, E
 }
 
 /// Refuses JSON nested deeper than `max`, before parsing it.
-fn check_depth(text: &str, max: usize) -> Result<(), Error> {
+pub(crate) fn check_depth(text: &str, max: usize) -> Result<(), Error> {
     let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
     for b in text.bytes() {
         if in_str {
@@ -264,8 +297,12 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 
 /// Whether a content type names JSON (`application/json`, `application/a2a+json`).
 pub fn is_json_content_type(headers: &HeaderMap) -> bool {
-    headers
-        .get(axum::http::header::CONTENT_TYPE)
+    is_json_media_type(headers.get(axum::http::header::CONTENT_TYPE))
+}
+
+/// Whether a `Content-Type` value names JSON.
+pub fn is_json_media_type(content_type: Option<&axum::http::HeaderValue>) -> bool {
+    content_type
         .and_then(|v| v.to_str().ok())
         .map(crate::a2a::media_type_essence)
         .is_some_and(|t| t == "application/json" || t == "application/a2a+json")

@@ -122,7 +122,7 @@ pub const FORGET_EVERY: Duration = Duration::from_secs(60);
 /// for; `is_tenant` says whether a first segment under `/a2a/` names a
 /// configured tenant (`/a2a/{tenant}/{agent}` is then that agent's
 /// JSON-RPC endpoint, not an HTTP+JSON route).
-pub fn classify<'p>(path: &'p str, is_tenant: impl Fn(&str) -> bool) -> (Class, Option<&'p str>) {
+pub fn classify(path: &str, is_tenant: impl Fn(&str) -> bool) -> (Class, Option<&str>) {
     if path.starts_with("/api/") || path == "/api" {
         return (Class::Ui, None);
     }

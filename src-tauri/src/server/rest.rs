@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 
 use super::ops::{self, Op, Outcome};
 use super::{
-    Shared, Version, base_url, card, is_json_content_type, parse_json, read_body, requested_version,
+    Shared, Version, base_url, card, is_json_media_type, parse_json, read_request_body,
+    requested_version,
 };
 use crate::a2a::Error;
 use crate::a2a::v0_3::Dialect;
@@ -64,7 +65,7 @@ pub(super) fn wants_a2a_json(headers: &HeaderMap) -> bool {
 
 /// What a path under `/a2a/{agent}/` names.
 #[derive(Debug, PartialEq)]
-pub(super) enum Route {
+pub enum Route {
     Card,
     LegacyCard,
     Send,
@@ -106,7 +107,8 @@ pub(super) fn path_tenant(rest: &str) -> Option<&str> {
     (!route_word(first) && segs.next().is_some()).then_some(first)
 }
 
-pub(super) fn route(rest: &str) -> Option<Route> {
+/// The route a path under `/a2a/{agent}/` names (`rest` is what follows).
+pub fn route(rest: &str) -> Option<Route> {
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     if segs == [".well-known", "agent-card.json"] {
         return Some(Route::Card);
@@ -330,26 +332,47 @@ pub(super) async fn json_body(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Value, Error> {
-    let bytes = read_body(body, state.config.limits.max_body_bytes).await?;
+    let bytes = read_request_body(state, body, None).await?;
+    decode_body(
+        &bytes,
+        headers.get(header::CONTENT_TYPE),
+        state.config.limits.max_json_depth,
+    )
+}
+
+/// A request body as the JSON object the routes take: empty is `{}`,
+/// anything else must be JSON (by its content type), nested at most
+/// `max_depth` deep, and an object. Pure (no HTTP), so it can be fuzzed.
+pub fn decode_body(
+    bytes: &[u8],
+    content_type: Option<&HeaderValue>,
+    max_depth: usize,
+) -> Result<Value, Error> {
     if bytes.is_empty() {
         return Ok(Value::Object(Map::new()));
     }
-    if !is_json_content_type(headers) {
-        let got = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("none");
+    if !is_json_media_type(content_type) {
+        let got = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
         return Err(Error::UnsupportedMediaType(format!(
             "request bodies must be application/json or application/a2a+json, got `{got}`"
         )));
     }
-    let v = parse_json(&bytes, state.config.limits.max_json_depth)?;
+    let v = parse_json(bytes, max_depth)?;
     if !v.is_object() {
         return Err(Error::InvalidParams(
             "the request body must be a JSON object".into(),
         ));
     }
     Ok(v)
+}
+
+/// Whether a route and method take a request body.
+pub(super) fn takes_body(route: &Route, method: &Method) -> bool {
+    *method == Method::POST
+        && matches!(
+            route,
+            Route::Send | Route::Stream | Route::Cancel(_) | Route::PushConfigs(_)
+        )
 }
 
 /// Builds the operation for a route and method. A method the route does not
@@ -362,30 +385,32 @@ async fn to_op(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Op, Error> {
+    let body = if takes_body(&route, method) {
+        json_body(state, headers, body).await?
+    } else {
+        Value::Object(Map::new())
+    };
+    build_op(route, method, uri, body)
+}
+
+/// The operation for a 1.0 route, method, query and (decoded) body. Pure (no
+/// HTTP, no store), so it can be fuzzed. A method the route does not take
+/// comes back as `MethodNotFound("")`.
+pub fn build_op(route: Route, method: &Method, uri: &Uri, body: Value) -> Result<Op, Error> {
     let wrong = || Err(Error::MethodNotFound(String::new()));
     Ok(match (route, method.clone()) {
-        (Route::Send, Method::POST) => {
-            Op::SendMessage(from(json_body(state, headers, body).await?)?)
-        }
-        (Route::Stream, Method::POST) => {
-            Op::SendStreamingMessage(from(json_body(state, headers, body).await?)?)
-        }
+        (Route::Send, Method::POST) => Op::SendMessage(from(body)?),
+        (Route::Stream, Method::POST) => Op::SendStreamingMessage(from(body)?),
         (Route::ListTasks, Method::GET) => Op::ListTasks(from(query_object(uri)?)?),
         (Route::Task(id), Method::GET) => Op::GetTask(from(with(query_object(uri)?, "id", &id))?),
-        (Route::Cancel(id), Method::POST) => Op::CancelTask(from(with(
-            json_body(state, headers, body).await?,
-            "id",
-            &id,
-        ))?),
+        (Route::Cancel(id), Method::POST) => Op::CancelTask(from(with(body, "id", &id))?),
         // The spec's text says POST, the proto's HTTP option says GET: take both.
         (Route::Subscribe(id), Method::GET | Method::POST) => {
             Op::SubscribeToTask(from(with(Value::Object(Map::new()), "id", &id))?)
         }
-        (Route::PushConfigs(id), Method::POST) => Op::CreatePushConfig(from(with(
-            json_body(state, headers, body).await?,
-            "taskId",
-            &id,
-        ))?),
+        (Route::PushConfigs(id), Method::POST) => {
+            Op::CreatePushConfig(from(with(body, "taskId", &id))?)
+        }
         (Route::PushConfigs(id), Method::GET) => {
             Op::ListPushConfigs(from(with(query_object(uri)?, "taskId", &id))?)
         }

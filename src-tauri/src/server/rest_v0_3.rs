@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::ops::{self, Op, Outcome};
 use super::rest::{
-    Route, error_response, from, json_body, method_not_allowed, query_object, route, with,
+    Route, error_response, from, json_body, method_not_allowed, query_object, route, takes_body,
+    with,
 };
 use super::{AppState, base_url, requested_version};
 use crate::a2a::Error;
@@ -163,6 +164,25 @@ async fn to_op(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Op, bool), Error> {
+    let body = if takes_body(&route, method) {
+        json_body(state, headers, body).await?
+    } else {
+        empty()
+    };
+    build_op(route, method, uri, body)
+}
+
+/// The operation for a 0.3 route (the path after `v1/`, parsed by
+/// [`super::rest::route`]), method, query and decoded body, and whether the
+/// caller spells fields by their proto names. Pure (no HTTP, no store), so it
+/// can be fuzzed. A method the route does not take comes back as
+/// `MethodNotFound("")`.
+pub fn build_op(
+    route: Route,
+    method: &Method,
+    uri: &Uri,
+    body: Value,
+) -> Result<(Op, bool), Error> {
     let id_req = |id: String| TaskIdRequest {
         tenant: None,
         id,
@@ -174,27 +194,22 @@ async fn to_op(
     });
     let op = match (route, method.clone()) {
         (route @ (Route::Send | Route::Stream), Method::POST) => {
-            let v = json_body(state, headers, body).await?;
-            let req = wire::decode_send(&v)?;
+            let req = wire::decode_send(&body)?;
             let op = if route == Route::Stream {
                 Op::SendStreamingMessage(req)
             } else {
                 Op::SendMessage(req)
             };
-            return Ok((op, uses_proto_names(&v)));
+            return Ok((op, uses_proto_names(&body)));
         }
         (Route::ListTasks, Method::GET) => Op::ListTasks(from(query_object(uri)?)?),
         (Route::Task(id), Method::GET) => Op::GetTask(from(with(query_object(uri)?, "id", &id))?),
-        (Route::Cancel(id), Method::POST) => {
-            // The body, if any, only repeats the name (`{"name": "tasks/…"}`).
-            json_body(state, headers, body).await?;
-            Op::CancelTask(id_req(id))
-        }
+        // The body, if any, only repeats the name (`{"name": "tasks/…"}`).
+        (Route::Cancel(id), Method::POST) => Op::CancelTask(id_req(id)),
         (Route::Subscribe(id), Method::GET | Method::POST) => Op::SubscribeToTask(id_req(id)),
-        (Route::PushConfigs(id), Method::POST) => Op::CreatePushConfig(wire::decode_push_config(
-            &json_body(state, headers, body).await?,
-            &id,
-        )?),
+        (Route::PushConfigs(id), Method::POST) => {
+            Op::CreatePushConfig(wire::decode_push_config(&body, &id)?)
+        }
         (Route::PushConfigs(id), Method::GET) => {
             Op::ListPushConfigs(from(with(query_object(uri)?, "taskId", &id))?)
         }

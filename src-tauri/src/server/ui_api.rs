@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::from_fn_with_state;
@@ -104,6 +105,25 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         resp
+    }
+}
+
+/// A UI API request body, read within `max_body_bytes` and
+/// `body_timeout_secs`, UTF-8 and nested at most `max_json_depth` deep; too
+/// large (413), too slow (408), not UTF-8 or too deep (400) is refused in
+/// this API's error shape.
+pub struct ApiBody(pub Bytes);
+
+impl axum::extract::FromRequest<Shared> for ApiBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &Shared) -> Result<Self, ApiError> {
+        let bytes = super::read_request_body(state, req.into_body(), None).await?;
+        // The handlers parse it; refuse what no handler should see first.
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| crate::a2a::Error::Parse(format!("the body is not valid UTF-8 ({e})")))?;
+        super::check_depth(text, state.config.limits.max_json_depth)?;
+        Ok(ApiBody(bytes))
     }
 }
 

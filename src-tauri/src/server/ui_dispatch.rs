@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::ui_api::ApiBody;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -66,7 +67,7 @@ async fn list(State(state): State<Shared>) -> Response {
 }
 
 /// `POST /api/chains`: 201 with the rule as stored (its id filled in).
-async fn add(State(state): State<Shared>, body: Bytes) -> Response {
+async fn add(State(state): State<Shared>, ApiBody(body): ApiBody) -> Response {
     let rule = match parse_rule(&body) {
         Ok(r) => r,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
@@ -78,7 +79,11 @@ async fn add(State(state): State<Shared>, body: Bytes) -> Response {
 }
 
 /// `PUT /api/chains/{id}`
-async fn update(State(state): State<Shared>, Path(id): Path<String>, body: Bytes) -> Response {
+async fn update(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    ApiBody(body): ApiBody,
+) -> Response {
     let rule = match parse_rule(&body) {
         Ok(r) => r,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),

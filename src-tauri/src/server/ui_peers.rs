@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::ui_api::ApiBody;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -92,7 +93,7 @@ fn slug_of(s: &str) -> String {
 }
 
 /// `POST /api/peers`: the card is fetched before the peer is stored.
-async fn add(State(state): State<Shared>, body: Bytes) -> Response {
+async fn add(State(state): State<Shared>, ApiBody(body): ApiBody) -> Response {
     let p: NewPeer = match parse(&body) {
         Ok(p) => p,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
@@ -123,7 +124,7 @@ async fn add(State(state): State<Shared>, body: Bytes) -> Response {
 
 /// `POST /api/peers/preview`: the card of a peer as it would be added
 /// (same body as adding it), read now and not stored.
-async fn preview(State(state): State<Shared>, body: Bytes) -> Response {
+async fn preview(State(state): State<Shared>, ApiBody(body): ApiBody) -> Response {
     let p: NewPeer = match parse(&body) {
         Ok(p) => p,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
@@ -193,7 +194,11 @@ struct NewTask {
 }
 
 /// `POST /api/peers/{id}/tasks`: start a task on the peer and watch it.
-async fn send(State(state): State<Shared>, Path(id): Path<String>, body: Bytes) -> Response {
+async fn send(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    ApiBody(body): ApiBody,
+) -> Response {
     let t: NewTask = match parse(&body) {
         Ok(t) => t,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),

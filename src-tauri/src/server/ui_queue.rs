@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
+use super::ui_api::ApiBody;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -181,7 +181,7 @@ async fn decide(
     State(state): State<Shared>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    ApiBody(body): ApiBody,
 ) -> Response {
     let input: DecisionInput = match serde_json::from_slice(&body) {
         Ok(i) => i,

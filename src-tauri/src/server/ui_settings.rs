@@ -7,8 +7,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use super::ui_api::ApiBody;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -189,7 +189,7 @@ async fn read(State(state): State<Shared>) -> Response {
 }
 
 /// `PUT /api/settings`: the whole settings object.
-async fn save(State(state): State<Shared>, body: Bytes) -> Response {
+async fn save(State(state): State<Shared>, ApiBody(body): ApiBody) -> Response {
     let settings = match serde_json::from_slice::<UiSettings>(&body)
         .map_err(|e| format!("invalid settings: {e}"))
         .and_then(UiSettings::checked)

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
-use super::{Shared, read_body};
+use super::{Shared, read_request_body};
 
 fn answer(status: StatusCode, message: &str) -> Response {
     (
@@ -83,6 +83,15 @@ pub fn pushed_task_id(body: &Value) -> Option<String> {
     }
 }
 
+/// The peer's task id in a push body, or why the body is refused: not
+/// UTF-8 JSON, nested deeper than `max_depth`, or naming no task. Pure (no
+/// HTTP, no store), so it can be fuzzed.
+pub fn parse_push(bytes: &[u8], max_depth: usize) -> Result<String, String> {
+    let value = super::parse_json(bytes, max_depth)
+        .map_err(|e| format!("the push body is not acceptable JSON: {e}"))?;
+    pushed_task_id(&value).ok_or_else(|| "the push names no task".to_owned())
+}
+
 /// `POST /webhooks/{subscription}`.
 pub async fn receive(
     State(state): State<Shared>,
@@ -113,20 +122,19 @@ pub async fn receive(
             "missing or wrong notification token",
         );
     }
-    let bytes = match read_body(body, state.config.webhooks.max_body_bytes).await {
-        Ok(b) => b,
-        Err(e) => {
-            return answer(
-                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
-                &e.to_string(),
-            );
-        }
-    };
-    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
-        return answer(StatusCode::BAD_REQUEST, "the push body is not JSON");
-    };
-    let Some(remote_id) = pushed_task_id(&value) else {
-        return answer(StatusCode::BAD_REQUEST, "the push names no task");
+    let bytes =
+        match read_request_body(&state, body, Some(state.config.webhooks.max_body_bytes)).await {
+            Ok(b) => b,
+            Err(e) => {
+                return answer(
+                    StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+                    &e.to_string(),
+                );
+            }
+        };
+    let remote_id = match parse_push(&bytes, state.config.limits.max_json_depth) {
+        Ok(id) => id,
+        Err(message) => return answer(StatusCode::BAD_REQUEST, &message),
     };
     match state
         .engine

@@ -1,0 +1,45 @@
+//! The JSON-RPC request parser, as `POST /a2a/{agent}` runs it: body bytes to
+//! envelope, then the dialect the method picks (under a requested version)
+//! and the operation. Input: one byte for the `A2A-Version` asked for, then
+//! the body.
+#![no_main]
+
+use countersign::server::Version;
+use countersign::server::jsonrpc::{error_body, parse_envelope, to_call};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&v, body)) = data.split_first() else {
+        return;
+    };
+    let version = match v % 3 {
+        0 => None,
+        1 => Some(Version::V1),
+        _ => Some(Version::V03),
+    };
+    let (id, method, params) = match parse_envelope(body, 64) {
+        Ok(x) => x,
+        Err((id, e)) => {
+            assert!(id.is_null() || id.is_string() || id.is_number());
+            check_error(&id, &e);
+            return;
+        }
+    };
+    assert!(id.is_null() || id.is_string() || id.is_number());
+    assert!(params.is_object(), "params are always an object: {params}");
+    if let Err(e) = to_call(&method, params, version) {
+        check_error(&id, &e);
+    }
+});
+
+/// Every refusal renders as a JSON-RPC error object with a standard code.
+fn check_error(id: &Value, e: &countersign::a2a::Error) {
+    let body = error_body(id, e);
+    let code = body["error"]["code"].as_i64().unwrap_or(0);
+    assert!(
+        (-32700..=-32000).contains(&code),
+        "code {code} outside the JSON-RPC server range for {e:?}"
+    );
+    assert_eq!(body["jsonrpc"], "2.0");
+}
