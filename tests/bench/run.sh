@@ -167,6 +167,11 @@ name = "Echo"
 description = "Repeats the text"
 tags = ["echo"]
 
+# Anything but "ping" is echoed (the scripted agent's default when no rule matches).
+[[agents.rules]]
+text = "^ping$"
+steps = [{ reply = "pong" }]
+
 [[peers]]
 id = "stub"
 url = "http://127.0.0.1:$peer_port/"

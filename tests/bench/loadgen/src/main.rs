@@ -62,16 +62,30 @@ fn parse() -> Result<Opts, String> {
                 o.headers.push((k.trim().to_owned(), v.trim().to_owned()));
             }
             "--rpc-errors" => o.rpc_errors = true,
-            "--limit" => o.limit = Some(val("--limit")?.parse().map_err(|e| format!("--limit: {e}"))?),
-            "--conns" => o.conns = val("--conns")?.parse().map_err(|e| format!("--conns: {e}"))?,
+            "--limit" => {
+                o.limit = Some(
+                    val("--limit")?
+                        .parse()
+                        .map_err(|e| format!("--limit: {e}"))?,
+                )
+            }
+            "--conns" => {
+                o.conns = val("--conns")?
+                    .parse()
+                    .map_err(|e| format!("--conns: {e}"))?
+            }
             "--duration" => {
                 o.duration = Duration::from_secs_f64(
-                    val("--duration")?.parse().map_err(|e| format!("--duration: {e}"))?,
+                    val("--duration")?
+                        .parse()
+                        .map_err(|e| format!("--duration: {e}"))?,
                 )
             }
             "--warmup" => {
                 o.warmup = Duration::from_secs_f64(
-                    val("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
+                    val("--warmup")?
+                        .parse()
+                        .map_err(|e| format!("--warmup: {e}"))?,
                 )
             }
             _ if url.is_none() && !a.starts_with("--") => {
@@ -249,7 +263,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("runtime: {e}");

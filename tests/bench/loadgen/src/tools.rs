@@ -29,7 +29,10 @@ pub fn stub_peer(port: u16) -> Res<()> {
             .await
             .map_err(|e| format!("bind: {e}"))?;
         loop {
-            let (stream, _) = listener.accept().await.map_err(|e| format!("accept: {e}"))?;
+            let (stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| format!("accept: {e}"))?;
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| peer_answer(req, port));
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -40,7 +43,10 @@ pub fn stub_peer(port: u16) -> Res<()> {
     })
 }
 
-async fn peer_answer(req: Request<Incoming>, port: u16) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn peer_answer(
+    req: Request<Incoming>,
+    port: u16,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let body = if req.method() == hyper::Method::GET {
         json!({
             "name": "Stub peer",
@@ -57,7 +63,12 @@ async fn peer_answer(req: Request<Incoming>, port: u16) -> Result<Response<Full<
             "skills": []
         })
     } else {
-        let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let bytes = req
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
         let call: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         let id = call.get("id").cloned().unwrap_or(Value::Null);
         match call["method"].as_str() {
@@ -80,8 +91,10 @@ async fn peer_answer(req: Request<Incoming>, port: u16) -> Result<Response<Full<
         }
     };
     let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
-    resp.headers_mut()
-        .insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 
@@ -206,12 +219,15 @@ pub fn startup(url: &str, cmd: &[String]) -> Res<()> {
     let rt = rt()?;
     let local = tokio::task::LocalSet::new();
     let started = Instant::now();
-    let child = std::process::Command::new(prog)
+    let mut child = std::process::Command::new(prog)
         .args(args)
         .spawn()
         .map_err(|e| format!("spawn {prog}: {e}"))?;
     local.block_on(&rt, async move {
         loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("{prog} exited before answering: {status}"));
+            }
             if started.elapsed() > Duration::from_secs(60) {
                 return Err("no answer within 60 s".to_owned());
             }

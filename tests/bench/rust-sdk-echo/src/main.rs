@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use a2a::{
-    A2AError, AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Part, Role, StreamResponse,
-    Task, TaskState, TaskStatus,
+    A2AError, AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Part, Role,
+    StreamResponse, Task, TaskState, TaskStatus,
 };
 use a2a_server::agent_card::agent_card_router;
 use a2a_server::jsonrpc::jsonrpc_router;
@@ -31,7 +31,10 @@ fn task(ctx: &ExecutorContext, state: TaskState, message: Option<Message>) -> Ta
 }
 
 impl AgentExecutor for Echo {
-    fn execute(&self, ctx: ExecutorContext) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
+    fn execute(
+        &self,
+        ctx: ExecutorContext,
+    ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let text = ctx
             .message
             .as_ref()
@@ -82,7 +85,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         signatures: None,
     };
     let handler = Arc::new(DefaultRequestHandler::new(Echo, InMemoryTaskStore::new()));
-    let app = jsonrpc_router(handler).merge(agent_card_router(Arc::new(StaticAgentCard::new(card))));
+    let app =
+        jsonrpc_router(handler).merge(agent_card_router(Arc::new(StaticAgentCard::new(card))));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     axum::serve(listener, app).await?;
     Ok(())
