@@ -218,6 +218,8 @@ TOML
     total="$(curl -sf -H "Authorization: Bearer $token" "$base/api/queue?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')"
     load countersign "queue first page (50 of $total parked)" "$base/api/queue?limit=50&sort=oldest" \
         --header "Authorization: Bearer $token"
+    load countersign "queue first page (50 of $total), 1 connection" "$base/api/queue?limit=50&sort=oldest" \
+        --header "Authorization: Bearer $token" --conns 1
     printf 'countersign\tRSS with %s parked tasks, after the queue load\t%s MiB\n' "$total" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
     stop
 fi
