@@ -12,7 +12,7 @@
 #
 # Environment: DURATION (10), WARMUP (3), CONNS (32), QUEUE_TASKS (100000),
 # SERVER_CPU (0), LOAD_CPU (1), SYSTEMS ("countersign rust js py-mem py-sqlite"),
-# PUSHES (200, for push → parked latency). Needs cargo, node ≥ 20, npm,
+# PUSHES (200, for push → parked latency). Needs cargo, node ≥ 20, npm, curl,
 # python3 (with venv), taskset; takes 5–10 minutes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -30,9 +30,11 @@ export CARGO_INCREMENTAL=0
 log() { echo "bench: $*" >&2; }
 
 # ---- build and install ------------------------------------------------------
-log "building Countersign (release, --no-default-features)"
-(cd "$root" && cargo build --quiet --release --no-default-features)
 CS="$root/target/release/countersign"
+if [[ " $SYSTEMS " == *" countersign "* ]]; then
+    log "building Countersign (release, --no-default-features)"
+    (cd "$root" && cargo build --quiet --release --no-default-features)
+fi
 export CARGO_TARGET_DIR="$here/target"
 log "building the load generator and the Rust SDK echo server"
 cargo build --quiet --release --manifest-path "$here/loadgen/Cargo.toml"
