@@ -6,7 +6,10 @@
 //! Options: `--method GET|POST`, `--body TEXT` (every `{n}` becomes a number
 //! unique to the request, so message ids never repeat), `--header "K: V"`
 //! (repeatable), `--rpc-errors` (a 200 whose body holds `"error":` counts as an
-//! error, for JSON-RPC), `--conns N`, `--duration S`, `--warmup S`.
+//! error, for JSON-RPC), `--conns N`, `--duration S`, `--warmup S`, `--limit N`
+//! (stop after N requests, all counted: to fill a store).
+//!
+//! Other jobs: `stub-peer`, `push-latency`, `startup` (see `tools.rs`).
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
