@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# Load comparison: Countersign against the official A2A SDKs (Rust, JS, Python),
+# each serving an equivalent echo agent on 127.0.0.1. Prints one Markdown table.
+#
+#   bash tests/bench/run.sh
+#
+# Builds Countersign (release, no desktop), the load generator and the Rust SDK
+# echo server (tests/bench/*/, own workspaces), installs the JS SDK (npm ci) and
+# the Python SDK (a venv), then runs every scenario with the server pinned to
+# one core and the load to another (taskset), $WARMUP s of warm-up and
+# $DURATION s measured at $CONNS keep-alive connections.
+#
+# Environment: DURATION (10), WARMUP (3), CONNS (32), QUEUE_TASKS (100000),
+# SERVER_CPU (0), LOAD_CPU (1), SYSTEMS ("countersign rust js py-mem py-sqlite"),
+# PUSHES (200, for push → parked latency). Needs cargo, node ≥ 20, npm, curl,
+# python3 (with venv), taskset; takes 5–10 minutes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+DURATION="${DURATION:-10}"
+WARMUP="${WARMUP:-3}"
+CONNS="${CONNS:-32}"
+QUEUE_TASKS="${QUEUE_TASKS:-100000}"
+SERVER_CPU="${SERVER_CPU:-0}"
+LOAD_CPU="${LOAD_CPU:-1}"
+SYSTEMS="${SYSTEMS:-countersign rust js py-mem py-sqlite}"
+PUSHES="${PUSHES:-200}"
+export CARGO_INCREMENTAL=0
+
+log() { echo "bench: $*" >&2; }
+
+# ---- build and install ------------------------------------------------------
+CS="$root/target/release/countersign"
+if [[ " $SYSTEMS " == *" countersign "* ]]; then
+    log "building Countersign (release, --no-default-features)"
+    (cd "$root" && cargo build --quiet --release --no-default-features)
+fi
+export CARGO_TARGET_DIR="$here/target"
+log "building the load generator and the Rust SDK echo server"
+cargo build --quiet --release --manifest-path "$here/loadgen/Cargo.toml"
+cargo build --quiet --release --manifest-path "$here/rust-sdk-echo/Cargo.toml"
+LOADGEN="$CARGO_TARGET_DIR/release/loadgen"
+RUST_ECHO="$CARGO_TARGET_DIR/release/rust-sdk-echo"
+if [[ " $SYSTEMS " == *" js "* ]]; then
+    log "installing @a2a-js/sdk (npm ci)"
+    (cd "$here/js" && npm ci --silent --no-audit --no-fund)
+fi
+if [[ " $SYSTEMS " == *" py-"* ]]; then
+    venv="$here/python/.venv"
+    want="$(sha256sum "$here/python/requirements.txt" | cut -d' ' -f1)"
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$want" ]; then
+        log "installing a2a-sdk into $venv"
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$here/python/requirements.txt"
+        echo "$want" >"$venv/.stamp"
+    fi
+fi
+
+# ---- helpers ----------------------------------------------------------------
+work="$(mktemp -d "${TMPDIR:-/tmp}/countersign-bench.XXXXXX")"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+results="$work/results.tsv"
+extras="$work/extras.tsv"
+: >"$results"
+: >"$extras"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+kib() { awk -v k="$1" '/^'"$1"':/ {print $2}' "/proc/$2/status"; }
+mib() { awk -v v="$1" 'BEGIN {printf "%.1f", v/1024}'; }
+
+# start NAME CARD_URL CMD...: starts CMD on $SERVER_CPU, waits for the card,
+# records startup time and idle RSS; sets $server_pid.
+start() {
+    local name="$1" url="$2"
+    shift 2
+    local out
+    out="$("$LOADGEN" startup "$url" -- sh -c 'exec taskset -c "$0" "$@" >>"'"$work/$name.log"'" 2>&1' "$SERVER_CPU" "$@")"
+    server_pid="$(json_field "$out" pid)"
+    pids+=("$server_pid")
+    sleep 1
+    printf '%s\tstartup to first card\t%s ms\n' "$name" "$(json_field "$out" startup_ms)" >>"$extras"
+    printf '%s\tidle RSS after start\t%s MiB\n' "$name" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    log "$name up (pid $server_pid, $(json_field "$out" startup_ms) ms)"
+}
+
+stop() {
+    kill "$server_pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+}
+
+# load SYSTEM SCENARIO URL [loadgen options]: one measured run; resets the
+# server's peak RSS first (clear_refs 5) so the peak is this scenario's.
+load() {
+    local system="$1" scenario="$2" url="$3"
+    shift 3
+    echo 5 >"/proc/$server_pid/clear_refs" 2>/dev/null || true
+    local out
+    out="$(taskset -c "$LOAD_CPU" "$LOADGEN" "$url" --conns "$CONNS" --duration "$DURATION" --warmup "$WARMUP" "$@" 2>"$work/loadgen.err")" || {
+        log "$system $scenario: load generator failed: $(cat "$work/loadgen.err")"
+        return 1
+    }
+    if [ -s "$work/loadgen.err" ]; then log "$system $scenario: $(cat "$work/loadgen.err")"; fi
+    local peak after
+    peak="$(mib "$(kib VmHWM "$server_pid")")"
+    after="$(mib "$(kib VmRSS "$server_pid")")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s / %s\n' "$system" "$scenario" \
+        "$(json_field "$out" rps)" "$(json_field "$out" p50_ms)" "$(json_field "$out" p99_ms)" \
+        "$(json_field "$out" errors)" "$peak" "$after" >>"$results"
+    log "$system $scenario: $out"
+}
+
+send_body='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"bench-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
+V1=(--header "A2A-Version: 1.0")
+
+# One task to read back with GetTask; prints its id.
+make_task() {
+    curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "$1" \
+        -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"seed-1","role":"ROLE_USER","parts":[{"text":"seed"}]}}}' |
+        python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print((r.get("task") or r)["id"])'
+}
+get_body() { echo '{"jsonrpc":"2.0","id":{n},"method":"GetTask","params":{"id":"'"$1"'"}}'; }
+
+# The same three scenarios for every echo peer.
+peer_scenarios() { # system base_url
+    local system="$1" base="$2"
+    load "$system" "agent card GET" "$base/.well-known/agent-card.json"
+    load "$system" "SendMessage (echo)" "$base/" --method POST --body "$send_body" --rpc-errors "${V1[@]}"
+    local task
+    task="$(make_task "$base/")"
+    load "$system" "GetTask" "$base/" --method POST --body "$(get_body "$task")" --rpc-errors "${V1[@]}"
+}
+
+# ---- Countersign ------------------------------------------------------------
+if [[ " $SYSTEMS " == *" countersign "* ]]; then
+    peer_port="$(free_port)"
+    taskset -c "$LOAD_CPU" "$LOADGEN" stub-peer "$peer_port" &
+    pids+=("$!")
+    port="$(free_port)"
+    data="$work/countersign"
+    mkdir -p "$data"
+    cat >"$data/config.toml" <<TOML
+[webhooks]
+sweep_secs = 0
+
+[[agents]]
+id = "inbox"
+backend = "human"
+
+[[agents]]
+id = "echo"
+name = "Echo"
+description = "Echoes the text"
+backend = "scripted"
+
+[[agents.skills]]
+id = "echo"
+name = "Echo"
+description = "Repeats the text"
+tags = ["echo"]
+
+# Anything but "ping" is echoed (the scripted agent's default when no rule matches).
+[[agents.rules]]
+text = "^ping$"
+steps = [{ reply = "pong" }]
+
+[[peers]]
+id = "stub"
+url = "http://127.0.0.1:$peer_port/"
+TOML
+    base="http://127.0.0.1:$port"
+    start countersign "$base/a2a/echo/.well-known/agent-card.json" \
+        "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
+    token="$(cat "$data/ui-token")"
+    load countersign "agent card GET" "$base/a2a/echo/.well-known/agent-card.json"
+    load countersign "SendMessage → scripted (completed)" "$base/a2a/echo" \
+        --method POST --body "$send_body" --rpc-errors "${V1[@]}"
+    load countersign "SendMessage → human (parked, durable)" "$base/a2a/inbox" \
+        --method POST --body "$send_body" --rpc-errors "${V1[@]}"
+    task="$(make_task "$base/a2a/inbox")"
+    load countersign "GetTask" "$base/a2a/inbox" \
+        --method POST --body "$(get_body "$task")" --rpc-errors "${V1[@]}"
+    sub="$(curl -sf -X POST -H "Authorization: Bearer $token" "$base/api/peers/stub/subscriptions")"
+    hook="$(json_field "$sub" url)"
+    hook_token="$(json_field "$sub" token)"
+    load countersign "webhook push → re-read → parked" "$hook" --method POST \
+        --header "A2A-Notification-Token: $hook_token" \
+        --body '{"statusUpdate":{"taskId":"pushed-{n}","contextId":"c-{n}","status":{"state":"TASK_STATE_INPUT_REQUIRED"}}}'
+    lat="$(taskset -c "$LOAD_CPU" "$LOADGEN" push-latency "$hook" "$hook_token" "$base/api/events?token=$token" "$PUSHES")"
+    log "push latency: $lat"
+    printf 'countersign\tpush → parked, seen on /api/events (%s pushes, one at a time)\tp50 %s ms, p99 %s ms, max %s ms\n' \
+        "$(json_field "$lat" pushes)" "$(json_field "$lat" p50_ms)" "$(json_field "$lat" p99_ms)" "$(json_field "$lat" max_ms)" >>"$extras"
+    printf 'countersign\tRSS after all load\t%s MiB\n' "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    stop
+
+    # The queue at QUEUE_TASKS parked tasks: a fresh store filled through
+    # SendMessage to the human agent, then the UI's first page.
+    port="$(free_port)"
+    data="$work/countersign-queue"
+    mkdir -p "$data"
+    cp "$work/countersign/config.toml" "$data/config.toml"
+    base="http://127.0.0.1:$port"
+    start countersign-queue "$base/a2a/echo/.well-known/agent-card.json" \
+        "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
+    log "filling the queue with $QUEUE_TASKS tasks"
+    fill="$(taskset -c "$LOAD_CPU" "$LOADGEN" "$base/a2a/inbox" --method POST --body "$send_body" \
+        --rpc-errors "${V1[@]}" --conns "$CONNS" --warmup 0 --duration 3600 --limit "$QUEUE_TASKS")"
+    log "filled: $fill"
+    token="$(cat "$data/ui-token")"
+    total="$(curl -sf -H "Authorization: Bearer $token" "$base/api/queue?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')"
+    load countersign "queue first page (50 of $total parked)" "$base/api/queue?limit=50&sort=oldest" \
+        --header "Authorization: Bearer $token"
+    load countersign "queue first page (50 of $total), 1 connection" "$base/api/queue?limit=50&sort=oldest" \
+        --header "Authorization: Bearer $token" --conns 1
+    printf 'countersign\tRSS with %s parked tasks, after the queue load\t%s MiB\n' "$total" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    stop
+fi
+
+# ---- the official SDKs ------------------------------------------------------
+if [[ " $SYSTEMS " == *" rust "* ]]; then
+    port="$(free_port)"
+    start rust-sdk "http://127.0.0.1:$port/.well-known/agent-card.json" "$RUST_ECHO" "$port"
+    peer_scenarios "Rust SDK a2a-server-lf (in-memory)" "http://127.0.0.1:$port"
+    stop
+fi
+if [[ " $SYSTEMS " == *" js "* ]]; then
+    port="$(free_port)"
+    start js-sdk "http://127.0.0.1:$port/.well-known/agent-card.json" node "$here/js/echo_agent.mjs" "$port"
+    peer_scenarios "JS SDK @a2a-js/sdk (in-memory)" "http://127.0.0.1:$port"
+    stop
+fi
+if [[ " $SYSTEMS " == *" py-mem "* ]]; then
+    port="$(free_port)"
+    start py-sdk "http://127.0.0.1:$port/.well-known/agent-card.json" "$venv/bin/python" "$here/python/echo_agent.py" "$port"
+    peer_scenarios "Python SDK a2a-sdk (in-memory)" "http://127.0.0.1:$port"
+    stop
+fi
+if [[ " $SYSTEMS " == *" py-sqlite "* ]]; then
+    port="$(free_port)"
+    start py-sdk-sqlite "http://127.0.0.1:$port/.well-known/agent-card.json" "$venv/bin/python" "$here/python/echo_agent.py" "$port" --sqlite "$work/py-tasks.db"
+    peer_scenarios "Python SDK a2a-sdk (SQLite DatabaseTaskStore)" "http://127.0.0.1:$port"
+    stop
+fi
+
+# ---- the table --------------------------------------------------------------
+echo
+echo "$CONNS connections, ${WARMUP} s warm-up, ${DURATION} s measured; server on CPU $SERVER_CPU, load on CPU $LOAD_CPU"
+echo
+echo "| system | scenario | req/s | p50 ms | p99 ms | errors | server RSS MiB (peak / after) |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+awk -F'\t' '{printf "| %s | %s | %.0f | %.2f | %.2f | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7}' "$results"
+echo
+echo "| system | measure | value |"
+echo "|---|---|---|"
+awk -F'\t' '{printf "| %s | %s | %s |\n", $1, $2, $3}' "$extras"
