@@ -191,8 +191,11 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {sync};
          PRAGMA foreign_keys = ON;
-         PRAGMA busy_timeout = 5000;"
+         PRAGMA busy_timeout = 5000;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -16384;"
     ))?;
-    conn.set_prepared_statement_cache_capacity(64);
+    // Every statement the store runs stays prepared (there are over 100).
+    conn.set_prepared_statement_cache_capacity(256);
     Ok(conn)
 }

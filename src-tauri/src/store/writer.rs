@@ -101,32 +101,19 @@ fn run(conn: Connection, rx: mpsc::Receiver<Command>) {
     let mut shutdown: Option<oneshot::Sender<()>> = None;
     while shutdown.is_none() {
         let Ok(first) = rx.recv() else { break };
-        let mut batch = Vec::new();
         match first {
-            Command::Job(j) => batch.push(j),
+            Command::Job(j) => commit_batch(&conn, j, &rx, &mut shutdown),
             Command::Shutdown(s) => shutdown = Some(s),
-        }
-        while batch.len() < MAX_BATCH && shutdown.is_none() {
-            match rx.try_recv() {
-                Ok(Command::Job(j)) => batch.push(j),
-                Ok(Command::Shutdown(s)) => shutdown = Some(s),
-                Err(_) => break,
-            }
-        }
-        if !batch.is_empty() {
-            commit_batch(&conn, batch);
         }
     }
     // Anything still queued behind the shutdown request is committed too.
-    let rest: Vec<Job> = rx
-        .try_iter()
-        .filter_map(|c| match c {
-            Command::Job(j) => Some(j),
-            Command::Shutdown(_) => None,
-        })
-        .collect();
-    if !rest.is_empty() {
-        commit_batch(&conn, rest);
+    let mut rest = rx.try_iter().filter_map(|c| match c {
+        Command::Job(j) => Some(j),
+        Command::Shutdown(_) => None,
+    });
+    while let Some(first) = rest.next() {
+        let more: Vec<Job> = rest.by_ref().take(MAX_BATCH - 1).collect();
+        commit_jobs(&conn, std::iter::once(first).chain(more));
     }
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
         tracing::warn!("WAL checkpoint at close failed: {e}");
@@ -139,15 +126,43 @@ fn run(conn: Connection, rx: mpsc::Receiver<Command>) {
     }
 }
 
-fn commit_batch(conn: &Connection, batch: Vec<Job>) {
+/// One transaction: `first`, then every job that is queued by the time the
+/// one before it has run (up to `MAX_BATCH`): the jobs that arrive while a
+/// batch runs join it rather than wait for a commit of their own. A shutdown
+/// request ends the batch; it is answered after this commit.
+fn commit_batch(
+    conn: &Connection,
+    first: Job,
+    rx: &mpsc::Receiver<Command>,
+    shutdown: &mut Option<oneshot::Sender<()>>,
+) {
+    let mut n = 0;
+    let jobs = std::iter::once(first).chain(std::iter::from_fn(|| {
+        n += 1;
+        if n >= MAX_BATCH || shutdown.is_some() {
+            return None;
+        }
+        match rx.try_recv() {
+            Ok(Command::Job(j)) => Some(j),
+            Ok(Command::Shutdown(s)) => {
+                *shutdown = Some(s);
+                None
+            }
+            Err(_) => None,
+        }
+    }));
+    commit_jobs(conn, jobs);
+}
+
+fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>) {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
-        for job in batch {
+        for job in jobs {
             job(None)(false);
         }
         return;
     }
-    let completions: Vec<Completion> = batch.into_iter().map(|job| job(Some(conn))).collect();
+    let completions: Vec<Completion> = jobs.map(|job| job(Some(conn))).collect();
     let committed = match conn.execute_batch("COMMIT") {
         Ok(()) => true,
         Err(e) => {
