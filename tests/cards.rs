@@ -382,3 +382,50 @@ fn protected_headers_decode() {
     let decoded: Value = serde_json::from_slice(&B64.decode(raw).unwrap()).unwrap();
     assert_eq!(Value::Object(h[0].clone().unwrap()), decoded);
 }
+
+#[tokio::test]
+async fn a_card_follows_the_host_and_shape_asked_for_and_repeats_exactly() {
+    let s = Server::start(Some(TWO_AGENTS));
+    let c = s.client();
+    let path = "/a2a/first/.well-known/agent-card.json";
+    let port = c.base.rsplit(':').next().unwrap().to_owned();
+    let localhost = format!("localhost:{port}");
+    let mut seen = Vec::new();
+    for (host, version) in [
+        (None, None),
+        (Some(localhost.as_str()), None),
+        (None, Some("1.0")),
+        (Some(localhost.as_str()), Some("1.0")),
+    ] {
+        let mut headers = Vec::new();
+        if let Some(h) = host {
+            headers.push(("Host", h));
+        }
+        if let Some(v) = version {
+            headers.push(("A2A-Version", v));
+        }
+        // Asked twice: the same bytes and ETag (the second is remembered).
+        let a = get(&c, path, &headers).await;
+        let etag = a.headers()["etag"].clone();
+        let body = a.bytes().await.unwrap();
+        let b = get(&c, path, &headers).await;
+        assert_eq!(b.headers()["etag"], etag);
+        assert_eq!(b.bytes().await.unwrap(), body);
+        let card: Value = serde_json::from_slice(&body).unwrap();
+        let url = card["supportedInterfaces"][0]["url"].as_str().unwrap();
+        match host {
+            Some(h) => assert!(url.starts_with(&format!("http://{h}/")), "{url}"),
+            None => assert!(url.starts_with(&c.base), "{url}"),
+        }
+        // The 0.3 fields are there exactly when the caller is not 1.x.
+        assert_eq!(
+            card.get("protocolVersion").is_some(),
+            version.is_none(),
+            "{card}"
+        );
+        seen.push(etag);
+    }
+    seen.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    seen.dedup();
+    assert_eq!(seen.len(), 4, "each host and shape has its own card");
+}

@@ -3,6 +3,7 @@
 //! `Last-Modified`, 304 on a match. Also the agent directory (`/a2a/agents`),
 //! the gateway root card and the JWKS that verifies the signatures.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -171,29 +172,77 @@ pub fn extended_card(state: &AppState, agent: &Agent, base: &str) -> Result<Agen
 }
 
 /// Serves a card (or the directory, or the JWKS) with caching headers.
+/// A card as sent: its bytes and their ETag.
+pub struct Encoded {
+    body: axum::body::Bytes,
+    etag: String,
+}
+
+fn encode(card: &Value) -> Result<Encoded, Error> {
+    let body = serde_json::to_vec(card)
+        .map_err(|e| Error::Internal(format!("cannot encode the card: {e}")))?;
+    let digest = Sha256::digest(&body);
+    let mut etag = String::with_capacity(26);
+    etag.push('"');
+    for b in &digest[..12] {
+        use std::fmt::Write as _;
+        let _ = write!(etag, "{b:02x}");
+    }
+    etag.push('"');
+    Ok(Encoded {
+        body: body.into(),
+        etag,
+    })
+}
+
+/// Agent cards as last encoded, by agent key, base URL and shape. A card
+/// depends only on the configuration (fixed while serving), the URL clients
+/// reach us at and the shape asked for, so a GET is a lookup; the map is
+/// emptied when it grows past a bound (clients cycling `Host` headers).
+#[derive(Default)]
+pub struct CardCache(std::sync::Mutex<HashMap<(String, String, Shape), Arc<Encoded>>>);
+
+const MAX_CACHED_CARDS: usize = 256;
+
+impl CardCache {
+    fn get_or(
+        &self,
+        key: (String, String, Shape),
+        make: impl FnOnce() -> Result<Encoded, Error>,
+    ) -> Result<Arc<Encoded>, Error> {
+        if let Some(hit) = self.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let made = Arc::new(make()?);
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() >= MAX_CACHED_CARDS {
+                m.clear();
+            }
+            m.insert(key, made.clone());
+        }
+        Ok(made)
+    }
+}
+
 fn card_response(
     state: &AppState,
     card: &Value,
     headers: &HeaderMap,
     vary_version: bool,
 ) -> Response {
-    let body = match serde_json::to_vec(card) {
-        Ok(b) => b,
-        Err(e) => {
-            return rest::error_response(
-                &Error::Internal(format!("cannot encode the card: {e}")),
-                false,
-            );
-        }
-    };
-    let digest = Sha256::digest(&body);
-    let etag = format!(
-        "\"{}\"",
-        digest[..12]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    match encode(card) {
+        Ok(enc) => encoded_response(state, &enc, headers, vary_version),
+        Err(e) => rest::error_response(&e, false),
+    }
+}
+
+fn encoded_response(
+    state: &AppState,
+    enc: &Encoded,
+    headers: &HeaderMap,
+    vary_version: bool,
+) -> Response {
+    let etag = &enc.etag;
     let last_modified = httpdate::fmt_http_date(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(state.started_ms.max(0) as u64),
     );
@@ -201,14 +250,14 @@ fn card_response(
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| if_none_match(v, &etag));
+        .any(|v| if_none_match(v, etag));
     let mut resp = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
-            body,
+            enc.body.clone(),
         )
             .into_response()
     };
@@ -216,7 +265,7 @@ fn card_response(
     if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE}")) {
         h.insert(header::CACHE_CONTROL, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&etag) {
+    if let Ok(v) = HeaderValue::from_str(etag) {
         h.insert(header::ETAG, v);
     }
     if let Ok(v) = HeaderValue::from_str(&last_modified) {
@@ -350,8 +399,8 @@ pub async fn jwks(State(state): State<Shared>, headers: HeaderMap) -> Response {
 
 /// Which card shape a request gets: strict 1.0 when it says `A2A-Version:
 /// 1.x` or `[cards] compat = "strict"`, else merged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
     Strict,
     Merged,
 }
@@ -482,9 +531,19 @@ pub fn agent_card(
     uri: &axum::http::Uri,
 ) -> Response {
     let base = base_url(state, headers);
-    let card = public_card(state, agent, &base);
-    let body = served(state, &card, shape(state, headers, uri), &base);
-    card_response(state, &body, headers, true)
+    let shape = shape(state, headers, uri);
+    let key = (agent.id().to_owned(), base.clone(), shape);
+    match state.card_cache.get_or(key, || {
+        encode(&served(
+            state,
+            &public_card(state, agent, &base),
+            shape,
+            &base,
+        ))
+    }) {
+        Ok(enc) => encoded_response(state, &enc, headers, true),
+        Err(e) => rest::error_response(&e, false),
+    }
 }
 
 /// The 1.0 card plus the 0.3 fields (`url`, `preferredTransport`,

@@ -58,6 +58,8 @@ pub struct AppState {
     pub rate_limits: rate_limit::RateLimits,
     /// Signs the agent cards served.
     pub card_key: crate::a2a::signing::CardKey,
+    /// Agent cards as last sent, by agent, base URL and shape.
+    pub card_cache: card::CardCache,
 }
 
 pub type Shared = Arc<AppState>;

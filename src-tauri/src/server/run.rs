@@ -117,6 +117,7 @@ pub async fn serve_until(
         ui_settings: SettingsFile::in_dir(&opts.data_dir),
         rate_limits,
         card_key,
+        card_cache: Default::default(),
     });
     let signal = stop;
     // Written before the announcement: once it is out, the CLI finds us.
