@@ -192,8 +192,7 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
          PRAGMA synchronous = {sync};
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 5000;
-         PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -16384;"
+         PRAGMA temp_store = MEMORY;"
     ))?;
     // Every statement the store runs stays prepared (there are over 100).
     conn.set_prepared_statement_cache_capacity(256);
