@@ -191,6 +191,61 @@ async fn blocking_send_returns_the_completed_task() {
     assert_eq!(history[1]["role"], "ROLE_AGENT");
 }
 
+/// A task the backend settles at once is answered from the transaction that
+/// created it; that answer must be the stored task, to the byte.
+#[tokio::test]
+async fn a_task_settled_with_its_creation_answers_as_get_task_does() {
+    let config = r#"
+[[agents]]
+id = "inbox"
+backend = "human"
+
+[[agents]]
+id = "steps"
+backend = "scripted"
+fallback = [{ status = { state = "working", text = "on it" } }, { message = "halfway" }, { complete = "done" }]
+
+[[agents]]
+id = "settles"
+backend = "scripted"
+fallback = [{ status = { state = "working" } }]
+"#;
+    let s = Server::start(Some(config));
+    let c = s.client();
+    for (agent, want, history) in [
+        ("inbox", "TASK_STATE_INPUT_REQUIRED", 2),
+        ("steps", "TASK_STATE_COMPLETED", 4),
+        // The run's end completes a task its steps leave working.
+        ("settles", "TASK_STATE_COMPLETED", 1),
+    ] {
+        let sent = send_with(&c, agent, message(&format!("{agent}-1"), "hi"), json!({})).await;
+        let t = &sent["task"];
+        assert_eq!(state(t), want, "{agent}: {t}");
+        assert_eq!(
+            t["history"].as_array().map(Vec::len),
+            Some(history),
+            "{agent}: {t}"
+        );
+        let got = c.rpc_ok(agent, "GetTask", json!({"id": t["id"]})).await;
+        assert_eq!(t, &got, "{agent}: the answer differs from the stored task");
+        let trimmed = send_with(
+            &c,
+            agent,
+            message(&format!("{agent}-2"), "hi"),
+            json!({"historyLength": 1}),
+        )
+        .await;
+        let got = c
+            .rpc_ok(
+                agent,
+                "GetTask",
+                json!({"id": trimmed["task"]["id"], "historyLength": 1}),
+            )
+            .await;
+        assert_eq!(trimmed["task"], got, "{agent}: trimmed answer differs");
+    }
+}
+
 #[tokio::test]
 async fn blocking_send_returns_at_input_required() {
     let s = tck();

@@ -72,6 +72,10 @@ pub struct Started {
     pub events: Option<Subscription>,
     /// The run the message started, if any.
     pub run: Option<JoinHandle<()>>,
+    /// For [`Engine::send_settled`]: the task as it stands once the steps the
+    /// backend could take at once are committed, when they settled it
+    /// (terminal or interrupted). The caller can answer with it as is.
+    pub settled: Option<Task>,
 }
 
 /// The engine. Cheap to clone.
@@ -120,8 +124,176 @@ fn log_event(
     Ok(seq)
 }
 
+/// Applies one step to the task `h` heads, in the caller's transaction:
+/// checks the move, stores it with its event and what the event owes.
+/// `Ok(Err(_))` refuses the step (nothing written); `Ok(Ok(None))` is a step
+/// with nothing to store.
+fn apply_step(
+    conn: &rusqlite::Connection,
+    h: &TaskHead,
+    step: Step,
+    max_depth: i64,
+    now: i64,
+) -> Result<Result<Option<Event>, Error>, store::Error> {
+    let tid = &h.id;
+    let (state, body) = match step {
+        Step::Status(state, message) => {
+            if !lifecycle::can_move(h.state, state) {
+                return Ok(Err(Error::UnsupportedOperation(format!(
+                    "task `{tid}` cannot move from {} to {}",
+                    h.state.short_name(),
+                    state.short_name()
+                ))));
+            }
+            let message = message.map(|mut m| {
+                m.task_id = Some(tid.clone());
+                m.context_id = Some(h.context_id.clone());
+                m
+            });
+            if let Some(m) = &message {
+                tasks::append_message(conn, tid, m)?;
+            }
+            let status = TaskStatus {
+                state,
+                message,
+                timestamp: Some(format_timestamp(now)),
+            };
+            tasks::set_status(conn, tid, &status, now)?;
+            crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
+            (
+                state,
+                StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                    task_id: tid.clone(),
+                    context_id: h.context_id.clone(),
+                    status,
+                    metadata: None,
+                }),
+            )
+        }
+        Step::Artifact {
+            artifact,
+            append,
+            last_chunk,
+            ..
+        } => {
+            if h.state.is_terminal() {
+                return Ok(Err(Error::UnsupportedOperation(format!(
+                    "task `{tid}` is {}; no more artifacts",
+                    h.state.short_name()
+                ))));
+            }
+            tasks::put_artifact(conn, tid, &artifact, append)?;
+            (
+                h.state,
+                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                    task_id: tid.clone(),
+                    context_id: h.context_id.clone(),
+                    artifact,
+                    append,
+                    last_chunk,
+                    metadata: None,
+                }),
+            )
+        }
+        Step::Delay(_) => return Ok(Ok(None)),
+    };
+    let entered = (state != h.state).then_some(state);
+    let seq = log_event(conn, tid, &body, entered, max_depth, now)?;
+    Ok(Ok(Some(Event {
+        task_id: tid.clone(),
+        agent_id: h.agent_id.clone(),
+        owner: h.owner.clone(),
+        seq,
+        state,
+        body,
+    })))
+}
+
+/// The step that ends a run: a task still submitted or working completes.
+const SETTLE: Step = Step::Status(TaskState::Completed, None);
+
+/// What the transaction that created a task applied with it.
+struct Applied {
+    /// The last event's sequence number.
+    seq: i64,
+    /// The events of the steps applied, in order.
+    events: Vec<Event>,
+    /// A step was refused: the run ends there.
+    stopped: bool,
+}
+
+impl Applied {
+    /// Applies `step` to the task `head` heads and keeps its event; false
+    /// when the step was refused (the run would have stopped there too).
+    fn take(
+        &mut self,
+        conn: &rusqlite::Connection,
+        head: &mut TaskHead,
+        step: Step,
+        max_depth: i64,
+        now: i64,
+    ) -> Result<bool, store::Error> {
+        match apply_step(conn, head, step, max_depth, now)? {
+            Ok(Some(ev)) => {
+                head.state = ev.state;
+                head.last_seq = ev.seq;
+                self.seq = ev.seq;
+                self.events.push(ev);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(task = %head.id, "run stopped: {e}");
+                self.stopped = true;
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// An `append` chunk without its own id extends the artifact produced last
+/// in the run; `last` tracks that artifact.
+fn carry_artifact_id(step: &mut Step, last: &mut Option<String>) {
+    if let Step::Artifact {
+        artifact,
+        append,
+        id_given,
+        ..
+    } = step
+    {
+        if *append
+            && !*id_given
+            && let Some(id) = last
+        {
+            artifact.artifact_id = id.clone();
+        }
+        *last = Some(artifact.artifact_id.clone());
+    }
+}
+
+/// The task after `events` (status changes only) were applied to `task`,
+/// if they settled it (terminal or interrupted). `None` when an artifact
+/// changed: its stored form (appends merged) is read back instead.
+fn settled_task(mut task: Task, events: &[Event]) -> Option<Task> {
+    let last = events.last()?;
+    if !(last.state.is_terminal() || last.state.is_interrupted()) {
+        return None;
+    }
+    for ev in events {
+        let StreamResponse::StatusUpdate(u) = &ev.body else {
+            return None;
+        };
+        if let Some(m) = &u.status.message {
+            task.history.push(m.clone());
+        }
+        task.status = u.status.clone();
+    }
+    task.artifacts = Some(Vec::new());
+    Some(task)
+}
+
 fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    uuid::Uuid::now_v7().to_string()
 }
 
 impl Engine {
@@ -259,6 +431,32 @@ impl Engine {
         req: SendMessageRequest,
         dialect: Dialect,
     ) -> Result<Started, Error> {
+        self.send_with(agent, owner, req, dialect, false).await
+    }
+
+    /// Like [`Engine::send`], for a caller that answers once the task
+    /// settles (blocking SendMessage): the steps a new task's backend takes
+    /// at once (up to its first delay) are committed in the transaction that
+    /// creates the task, so a task that settles at once costs one commit and
+    /// no read, and [`Started::settled`] holds it.
+    pub async fn send_settled(
+        &self,
+        agent: &Arc<Agent>,
+        owner: &str,
+        req: SendMessageRequest,
+        dialect: Dialect,
+    ) -> Result<Started, Error> {
+        self.send_with(agent, owner, req, dialect, true).await
+    }
+
+    async fn send_with(
+        &self,
+        agent: &Arc<Agent>,
+        owner: &str,
+        req: SendMessageRequest,
+        dialect: Dialect,
+        inline: bool,
+    ) -> Result<Started, Error> {
         let mut msg = req.message;
         self.check_message(agent, &msg)?;
         // Checked before anything is stored, not when the answer is built.
@@ -318,13 +516,16 @@ impl Engine {
                     seq: 0,
                     events: None,
                     run: None,
+                    settled: None,
                 });
             }
             Plan::Run(steps) => steps,
         };
         let agent_id = agent.id().to_owned();
         let owner_s = owner.to_owned();
-        let (task_id, rx, seq, snapshot) = if let Some(task_id) = msg.task_id.clone() {
+        let mut steps = steps;
+        let mut last_artifact = None;
+        let (task_id, rx, seq, snapshot, settled) = if let Some(task_id) = msg.task_id.clone() {
             let max_history = self.inner.limits.max_history as i64;
             let (aid, own, tid) = (agent_id.clone(), owner_s.clone(), task_id.clone());
             let fresh = self
@@ -377,9 +578,10 @@ impl Engine {
                     seq: head.last_seq,
                     events: Some(rx),
                     run: None,
+                    settled: None,
                 });
             }
-            (task_id, rx, head.last_seq, task)
+            (task_id, rx, head.last_seq, task, None)
         } else {
             let id = chosen_id.unwrap_or_else(new_id);
             let context_id = msg.context_id.clone().unwrap_or_else(new_id);
@@ -409,30 +611,83 @@ impl Engine {
                 dialect: dialect_name(dialect),
             };
             let snapshot = task.clone();
-            let seq = self
+            // The steps taken with the creation: up to the first delay.
+            let now_steps: Vec<Step> = if inline && forwarded.is_none() {
+                let n = steps
+                    .iter()
+                    .position(|s| matches!(s, Step::Delay(_)))
+                    .unwrap_or(steps.len());
+                let mut taken: Vec<Step> = steps.drain(..n).collect();
+                for step in &mut taken {
+                    carry_artifact_id(step, &mut last_artifact);
+                }
+                taken
+            } else {
+                Vec::new()
+            };
+            let rest_empty = steps.is_empty();
+            // Subscribed before the commit: the steps' events are published
+            // right after it.
+            let rx = self.inner.bus.subscribe_task(&id);
+            let engine = self.clone();
+            let created = self
                 .inner
                 .store
-                .write(move |conn| {
-                    tasks::insert_task(conn, &new)?;
-                    tasks::append_message(conn, &new.id, &msg)?;
-                    // Stored before the first event, which it is owed too.
-                    if let Some(mut cfg) = inline_push {
-                        cfg.task_id = Some(new.id.clone());
-                        cfg.id.get_or_insert_with(|| new.id.clone());
-                        tasks::put_push_config(conn, &cfg, push_dialect, now)?;
-                    }
-                    log_event(
-                        conn,
-                        &new.id,
-                        &StreamResponse::Task(task),
-                        None,
-                        max_depth,
-                        now,
-                    )
-                })
+                .write_then(
+                    move |conn| {
+                        tasks::insert_task(conn, &new)?;
+                        tasks::append_message(conn, &new.id, &msg)?;
+                        // Stored before the first event, which it is owed too.
+                        if let Some(mut cfg) = inline_push {
+                            cfg.task_id = Some(new.id.clone());
+                            cfg.id.get_or_insert_with(|| new.id.clone());
+                            tasks::put_push_config(conn, &cfg, push_dialect, now)?;
+                        }
+                        let seq = log_event(
+                            conn,
+                            &new.id,
+                            &StreamResponse::Task(task),
+                            None,
+                            max_depth,
+                            now,
+                        )?;
+                        let mut applied = Applied {
+                            seq,
+                            events: Vec::new(),
+                            stopped: false,
+                        };
+                        let Some(mut head) = (!now_steps.is_empty())
+                            .then(|| tasks::head(conn, &new.id))
+                            .transpose()?
+                            .flatten()
+                        else {
+                            return Ok(applied);
+                        };
+                        for step in now_steps {
+                            if !applied.take(conn, &mut head, step, max_depth, now)? {
+                                return Ok(applied);
+                            }
+                        }
+                        // All of them now: settle as the run would at its end.
+                        if rest_empty
+                            && matches!(head.state, TaskState::Submitted | TaskState::Working)
+                        {
+                            applied.take(conn, &mut head, SETTLE, max_depth, now)?;
+                        }
+                        Ok(applied)
+                    },
+                    move |applied: &Applied| {
+                        for ev in &applied.events {
+                            engine.inner.bus.publish(ev.clone());
+                        }
+                    },
+                )
                 .await?;
-            let rx = self.inner.bus.subscribe_task(&id);
-            (id, rx, seq, snapshot)
+            if created.stopped {
+                steps.clear();
+            }
+            let settled = settled_task(snapshot.clone(), &created.events);
+            (id, rx, created.seq, snapshot, settled)
         };
         let run = if let Some(message) = forwarded {
             let (engine, agent) = (self.clone(), agent.clone());
@@ -442,7 +697,7 @@ impl Engine {
         } else {
             (!steps.is_empty()).then(|| {
                 let engine = self.clone();
-                tokio::spawn(async move { engine.run(task_id, steps).await })
+                tokio::spawn(async move { engine.run(task_id, steps, last_artifact).await })
             })
         };
         Ok(Started {
@@ -450,49 +705,26 @@ impl Engine {
             seq,
             events: Some(rx),
             run,
+            settled,
         })
     }
 
     /// Carries out a backend's steps on a task, then settles it: a run that
     /// ends with the task still submitted or working completes it.
-    async fn run(&self, task_id: String, steps: Vec<Step>) {
-        let mut last_artifact: Option<String> = None;
-        for step in steps {
-            let step = match step {
-                Step::Delay(d) => {
-                    tokio::time::sleep(d).await;
-                    continue;
-                }
-                Step::Artifact {
-                    mut artifact,
-                    append,
-                    last_chunk,
-                    id_given,
-                } => {
-                    if append
-                        && !id_given
-                        && let Some(id) = &last_artifact
-                    {
-                        artifact.artifact_id = id.clone();
-                    }
-                    last_artifact = Some(artifact.artifact_id.clone());
-                    Step::Artifact {
-                        artifact,
-                        append,
-                        last_chunk,
-                        id_given,
-                    }
-                }
-                other => other,
-            };
+    async fn run(&self, task_id: String, steps: Vec<Step>, mut last_artifact: Option<String>) {
+        for mut step in steps {
+            if let Step::Delay(d) = step {
+                tokio::time::sleep(d).await;
+                continue;
+            }
+            carry_artifact_id(&mut step, &mut last_artifact);
             if let Err(e) = self.apply(&task_id, step).await {
                 tracing::debug!(task = %task_id, "run stopped: {e}");
                 return;
             }
         }
-        let settle = Step::Status(TaskState::Completed, None);
         match self
-            .apply_if(&task_id, settle, |s| {
+            .apply_if(&task_id, SETTLE, |s| {
                 matches!(s, TaskState::Submitted | TaskState::Working)
             })
             .await
@@ -528,85 +760,7 @@ impl Engine {
                     if !when(h.state) {
                         return Ok(Ok(None));
                     }
-                    let now = now_ms();
-                    let (state, body) = match step {
-                        Step::Status(state, message) => {
-                            if !lifecycle::can_move(h.state, state) {
-                                return Ok(Err(Error::UnsupportedOperation(format!(
-                                    "task `{tid}` cannot move from {} to {}",
-                                    h.state.short_name(),
-                                    state.short_name()
-                                ))));
-                            }
-                            let message = message.map(|mut m| {
-                                m.task_id = Some(tid.clone());
-                                m.context_id = Some(h.context_id.clone());
-                                m
-                            });
-                            if let Some(m) = &message {
-                                tasks::append_message(conn, &tid, m)?;
-                            }
-                            let status = TaskStatus {
-                                state,
-                                message,
-                                timestamp: Some(format_timestamp(now)),
-                            };
-                            tasks::set_status(conn, &tid, &status, now)?;
-                            crate::store::queue::sync_turn(
-                                conn,
-                                &tid,
-                                &h.agent_id,
-                                h.state,
-                                state,
-                                now,
-                            )?;
-                            (
-                                state,
-                                StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                                    task_id: tid.clone(),
-                                    context_id: h.context_id.clone(),
-                                    status,
-                                    metadata: None,
-                                }),
-                            )
-                        }
-                        Step::Artifact {
-                            artifact,
-                            append,
-                            last_chunk,
-                            ..
-                        } => {
-                            if h.state.is_terminal() {
-                                return Ok(Err(Error::UnsupportedOperation(format!(
-                                    "task `{tid}` is {}; no more artifacts",
-                                    h.state.short_name()
-                                ))));
-                            }
-                            tasks::put_artifact(conn, &tid, &artifact, append)?;
-                            (
-                                h.state,
-                                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                                    task_id: tid.clone(),
-                                    context_id: h.context_id.clone(),
-                                    artifact,
-                                    append,
-                                    last_chunk,
-                                    metadata: None,
-                                }),
-                            )
-                        }
-                        Step::Delay(_) => return Ok(Ok(None)),
-                    };
-                    let entered = (state != h.state).then_some(state);
-                    let seq = log_event(conn, &tid, &body, entered, max_depth, now)?;
-                    Ok(Ok(Some(Event {
-                        task_id: tid,
-                        agent_id: h.agent_id,
-                        owner: h.owner,
-                        seq,
-                        state,
-                        body,
-                    })))
+                    apply_step(conn, &h, step, max_depth, now_ms())
                 },
                 move |out: &Result<Option<Event>, Error>| {
                     if let Ok(Some(ev)) = out {

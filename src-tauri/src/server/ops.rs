@@ -197,13 +197,19 @@ pub async fn execute(
     match op {
         Op::SendMessage(req) => {
             let cfg = req.configuration.clone().unwrap_or_default();
-            let mut started = engine.send(agent, owner, req, dialect).await?;
+            let mut started = engine.send_settled(agent, owner, req, dialect).await?;
             let task_id = match &started.reply {
                 SendMessageResponse::Message(m) => {
                     return Ok(Outcome::Sent(SendMessageResponse::Message(m.clone())));
                 }
                 SendMessageResponse::Task(t) => t.id.clone(),
             };
+            // Settled in the transaction that created it: nothing to wait
+            // for or read back.
+            if let Some(task) = started.settled.take() {
+                let task = sse::trim_history(task, cfg.history_length);
+                return Ok(Outcome::Sent(SendMessageResponse::Task(task)));
+            }
             if !cfg.return_immediately {
                 let limit = Duration::from_secs(engine.limits().max_blocking_wait_secs);
                 engine.wait_settled(&mut started, limit).await;

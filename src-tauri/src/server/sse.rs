@@ -26,7 +26,8 @@ struct Feed {
     shutdown: watch::Receiver<bool>,
 }
 
-fn trim_history(mut t: Task, history: Option<i32>) -> Task {
+/// The task with only its last `history` messages (all without a limit).
+pub(crate) fn trim_history(mut t: Task, history: Option<i32>) -> Task {
     if let Some(n) = history {
         let n = n.max(0) as usize;
         let len = t.history.len();
@@ -48,6 +49,7 @@ pub fn send_stream(
         seq,
         events,
         run,
+        ..
     } = started;
     let (first, done) = match reply {
         SendMessageResponse::Message(m) => (StreamResponse::Message(m), true),

@@ -192,7 +192,8 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
          PRAGMA synchronous = {sync};
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 5000;
-         PRAGMA temp_store = MEMORY;"
+         PRAGMA temp_store = MEMORY;
+         PRAGMA mmap_size = 268435456;"
     ))?;
     // Every statement the store runs stays prepared (there are over 100).
     conn.set_prepared_statement_cache_capacity(256);

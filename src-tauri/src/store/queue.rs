@@ -213,7 +213,7 @@ pub fn sync_turn(
         .execute(params![task_id, now_ms, outcome])?;
     }
     if to.is_interrupted() {
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = uuid::Uuid::now_v7().to_string();
         let preview = request_preview(conn, task_id)?;
         conn.prepare_cached(
             "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)

@@ -84,17 +84,24 @@ impl Writer {
 }
 
 fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
-    conn.execute_batch("SAVEPOINT job")?;
+    run_cached(conn, "SAVEPOINT job")?;
     match f(conn) {
         Ok(r) => {
-            conn.execute_batch("RELEASE job")?;
+            run_cached(conn, "RELEASE job")?;
             Ok(r)
         }
         Err(e) => {
-            conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+            run_cached(conn, "ROLLBACK TO job")?;
+            run_cached(conn, "RELEASE job")?;
             Err(e)
         }
     }
+}
+
+/// Runs a statement kept prepared: these run for every job and batch, and
+/// parsing them each time showed in profiles.
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 fn run(conn: Connection, rx: mpsc::Receiver<Command>) {
@@ -155,7 +162,7 @@ fn commit_batch(
 }
 
 fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
         for job in jobs {
             job(None)(false);
@@ -163,7 +170,7 @@ fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>) {
         return;
     }
     let completions: Vec<Completion> = jobs.map(|job| job(Some(conn))).collect();
-    let committed = match conn.execute_batch("COMMIT") {
+    let committed = match run_cached(conn, "COMMIT") {
         Ok(()) => true,
         Err(e) => {
             tracing::error!("commit failed: {e}");
