@@ -129,6 +129,38 @@ async fn queue_lists_filters_searches_and_counts_parked_tasks() {
     assert_eq!(tasks["items"][0]["parked"], true);
 }
 
+/// The counts are remembered between commits; every change must show at
+/// once, whichever filter was read before it.
+#[tokio::test]
+async fn queue_counts_follow_every_change() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let counts = |q: &Value| (q["total"].clone(), q["counts"].clone());
+    let a = park(&c, "inbox", message("c1", "first")).await;
+    for _ in 0..2 {
+        assert_eq!(
+            counts(&api.json("/queue").await),
+            (json!(1), json!({"inbox": 1}))
+        );
+        assert_eq!(api.json("/queue?agent=ops").await["total"], 0);
+    }
+    park(&c, "ops", message("c2", "second")).await;
+    assert_eq!(
+        counts(&api.json("/queue").await),
+        (json!(2), json!({"inbox": 1, "ops": 1}))
+    );
+    assert_eq!(api.json("/queue?agent=ops").await["total"], 1);
+    assert_eq!(api.json("/queue?q=second").await["total"], 1);
+    let (status, _) = api.decide(&a, json!({"kind": "approve"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        counts(&api.json("/queue").await),
+        (json!(1), json!({"ops": 1}))
+    );
+    assert_eq!(api.json("/queue?agent=inbox").await["total"], 0);
+    assert_eq!(api.json("/queue?q=second").await["total"], 1);
+}
+
 #[tokio::test]
 async fn task_detail_renders_agent_content_safely() {
     let s = Server::start(Some(CONFIG));

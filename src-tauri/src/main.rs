@@ -12,11 +12,6 @@ use countersign::cli::{self, CliError, Output};
 use countersign::config::Config;
 use countersign::server::run::{ServeOptions, serve};
 
-/// mimalloc: the server allocates per request on every thread, and glibc's
-/// malloc spent a tenth of a durable SendMessage in its locks and free lists.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Countersign: approve, answer or reject the work AI agents park for you.
 #[derive(Parser)]
 #[command(

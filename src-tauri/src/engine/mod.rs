@@ -99,6 +99,8 @@ struct Inner {
     retention: std::sync::OnceLock<Arc<retention::Retention>>,
     agents: Vec<Arc<Agent>>,
     limits: Limits,
+    /// Counts of recent queue pages (see [`queue::CountsCache`]).
+    queue_counts: queue::CountsCache,
 }
 
 impl From<store::Error> for Error {
@@ -321,6 +323,7 @@ impl Engine {
                 retention: std::sync::OnceLock::new(),
                 agents,
                 limits,
+                queue_counts: queue::CountsCache::default(),
             }),
         }
     }
@@ -581,7 +584,7 @@ impl Engine {
                     settled: None,
                 });
             }
-            (task_id, rx, head.last_seq, task, None)
+            (task_id, Some(rx), head.last_seq, task, None)
         } else {
             let id = chosen_id.unwrap_or_else(new_id);
             let context_id = msg.context_id.clone().unwrap_or_else(new_id);
@@ -626,9 +629,6 @@ impl Engine {
                 Vec::new()
             };
             let rest_empty = steps.is_empty();
-            // Subscribed before the commit: the steps' events are published
-            // right after it.
-            let rx = self.inner.bus.subscribe_task(&id);
             let engine = self.clone();
             let created = self
                 .inner
@@ -687,6 +687,11 @@ impl Engine {
                 steps.clear();
             }
             let settled = settled_task(snapshot.clone(), &created.events);
+            // A settled task's caller answers at once: it needs no events
+            // (and a channel is a sizeable allocation).
+            let rx = settled
+                .is_none()
+                .then(|| self.inner.bus.subscribe_task(&id));
             (id, rx, created.seq, snapshot, settled)
         };
         let run = if let Some(message) = forwarded {
@@ -703,7 +708,7 @@ impl Engine {
         Ok(Started {
             reply: SendMessageResponse::Task(snapshot),
             seq,
-            events: Some(rx),
+            events: rx,
             run,
             settled,
         })

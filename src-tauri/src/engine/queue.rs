@@ -2,12 +2,17 @@
 //! paged), a task with its turns and decisions, and the history of
 //! decisions with JSON Lines / CSV export.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use base64::Engine as _;
 use serde::Serialize;
 
 use super::Engine;
 use crate::a2a::types::{Task, TaskState};
-use crate::store::queue::{self as q, DecisionRecord, HistoryFilter, QueueFilter, Turn};
+use crate::store::queue::{
+    self as q, DecisionRecord, HistoryFilter, QueueCounts, QueueFilter, Turn,
+};
 use crate::store::tasks;
 
 /// Largest page the queue and history hand out.
@@ -22,6 +27,42 @@ pub struct QueueQuery {
     pub newest_first: bool,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
+}
+
+/// What the counts of a queue page depend on: agent, state (number), words.
+type CountsKey = (Option<String>, Option<i64>, Option<String>);
+
+/// The counts of recent queue pages, valid until the next commit: counting
+/// 100,000 open turns took milliseconds per page, and a queue that is only
+/// read (the common case: a person scrolling, several windows open) does not
+/// change them.
+#[derive(Default)]
+pub(super) struct CountsCache(Mutex<(u64, HashMap<CountsKey, QueueCounts>)>);
+
+impl CountsCache {
+    /// Filters remembered at most (any more and the cache starts afresh).
+    const MAX: usize = 64;
+
+    fn get(&self, commits: u64, key: &CountsKey) -> Option<QueueCounts> {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0 != commits {
+            return None;
+        }
+        g.1.get(key).cloned()
+    }
+
+    /// Remembers counts taken when `commits` transactions had committed.
+    fn put(&self, commits: u64, key: CountsKey, counts: QueueCounts) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if commits < g.0 {
+            return;
+        }
+        if commits > g.0 || g.1.len() >= Self::MAX {
+            g.0 = commits;
+            g.1.clear();
+        }
+        g.1.insert(key, counts);
+    }
 }
 
 /// A page of parked tasks.
@@ -170,11 +211,28 @@ impl Engine {
                 .map(decode_position)
                 .transpose()?,
         };
+        let key: CountsKey = (
+            filter.agent_id.clone(),
+            filter.state.map(|s| s.number()),
+            filter.text.clone(),
+        );
+        // Read before the query: counts taken after a later commit are only
+        // newer than this number promises, never older.
+        let commits = self.inner.store.commits();
+        let cached = self.inner.queue_counts.get(commits, &key);
+        let hit = cached.is_some();
         let page = self
             .inner
             .store
-            .read(move |conn| q::list_queue(conn, &filter))
+            .read(move |conn| q::list_queue(conn, &filter, cached))
             .await?;
+        if !hit {
+            let counts = QueueCounts {
+                total: page.total,
+                counts: page.counts.clone(),
+            };
+            self.inner.queue_counts.put(commits, key, counts);
+        }
         let next_cursor = if page.more {
             page.turns
                 .last()

@@ -16,6 +16,7 @@ mod writer;
 pub use tasks::{ListFilter, NewTask, TaskHead, TaskPage};
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -62,6 +63,8 @@ pub struct Store {
 
 struct Inner {
     writer: writer::Writer,
+    /// Transactions the writer has committed since the store opened.
+    commits: Arc<AtomicU64>,
     readers: Mutex<Vec<Connection>>,
     path: PathBuf,
     durability: Durability,
@@ -72,10 +75,12 @@ impl Store {
     pub fn open(path: &Path, durability: Durability) -> Result<Store> {
         let mut conn = open_connection(path, durability)?;
         schema::migrate(&mut conn, path)?;
-        let writer = writer::Writer::start(conn);
+        let commits = Arc::new(AtomicU64::new(0));
+        let writer = writer::Writer::start(conn, commits.clone());
         Ok(Store {
             inner: Arc::new(Inner {
                 writer,
+                commits,
                 readers: Mutex::new(Vec::new()),
                 path: path.to_path_buf(),
                 durability,
@@ -121,6 +126,13 @@ impl Store {
     /// Runs `f` on a read connection on the current thread.
     pub fn read_blocking<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
         self.inner.with_reader(f)
+    }
+
+    /// How many transactions have committed since the store opened: a
+    /// value read before a query that still holds afterwards means the
+    /// data did not change in between (for caches of derived values).
+    pub fn commits(&self) -> u64 {
+        self.inner.commits.load(Ordering::Acquire)
     }
 
     /// Path of the database file.
@@ -192,8 +204,7 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
          PRAGMA synchronous = {sync};
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 5000;
-         PRAGMA temp_store = MEMORY;
-         PRAGMA mmap_size = 268435456;"
+         PRAGMA temp_store = MEMORY;"
     ))?;
     // Every statement the store runs stays prepared (there are over 100).
     conn.set_prepared_statement_cache_capacity(256);

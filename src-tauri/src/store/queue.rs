@@ -344,8 +344,17 @@ pub struct QueuePage {
     pub more: bool,
 }
 
-/// One page of the queue: open turns, keyset-paged on the partial index.
-pub fn list_queue(conn: &Connection, f: &QueueFilter) -> Result<QueuePage> {
+/// How many open turns match a filter, and how many each agent has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueCounts {
+    /// Open turns matching the filter (all pages).
+    pub total: i64,
+    /// Open turns per agent (ignoring the filter), for the sidebar.
+    pub counts: Vec<(String, i64)>,
+}
+
+/// The `WHERE` clause (on `turns`) of a queue filter, and its arguments.
+fn queue_where(f: &QueueFilter) -> (String, Vec<rusqlite::types::Value>) {
     let mut where_sql = String::from("closed_ms IS NULL");
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     if let Some(a) = &f.agent_id {
@@ -363,10 +372,32 @@ pub fn list_queue(conn: &Connection, f: &QueueFilter) -> Result<QueuePage> {
             args.len()
         ));
     }
+    (where_sql, args)
+}
+
+/// The counts a queue page shows. Each is a scan of an index of the open
+/// turns (milliseconds at 100,000): callers cache them between commits.
+pub fn queue_counts(conn: &Connection, f: &QueueFilter) -> Result<QueueCounts> {
+    let (where_sql, args) = queue_where(f);
     let total: i64 = conn
         .prepare_cached(&format!("SELECT COUNT(*) FROM turns WHERE {where_sql}"))?
         .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
-    let mut page_sql = where_sql;
+    let mut stmt =
+        conn.prepare_cached("SELECT agent_id, COUNT(*) FROM turns WHERE closed_ms IS NULL GROUP BY agent_id ORDER BY agent_id")?;
+    let counts = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(QueueCounts { total, counts })
+}
+
+/// One page of the queue: open turns, keyset-paged on the partial index;
+/// with `counts` when the caller has them for this filter, else counted.
+pub fn list_queue(
+    conn: &Connection,
+    f: &QueueFilter,
+    counts: Option<QueueCounts>,
+) -> Result<QueuePage> {
+    let (mut page_sql, mut args) = queue_where(f);
     let (cmp, order) = if f.newest_first {
         ("<", "DESC")
     } else {
@@ -397,11 +428,10 @@ pub fn list_queue(conn: &Connection, f: &QueueFilter) -> Result<QueuePage> {
     }
     let more = turns.len() > f.limit;
     turns.truncate(f.limit);
-    let mut stmt =
-        conn.prepare_cached("SELECT agent_id, COUNT(*) FROM turns WHERE closed_ms IS NULL GROUP BY agent_id ORDER BY agent_id")?;
-    let counts = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let QueueCounts { total, counts } = match counts {
+        Some(c) => c,
+        None => queue_counts(conn, f)?,
+    };
     Ok(QueuePage {
         turns,
         total,

@@ -3,7 +3,8 @@
 //! share the next transaction, so 32 concurrent writers cost a handful of
 //! fsyncs rather than 32.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread;
 
 use rusqlite::Connection;
@@ -30,11 +31,12 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn start(conn: Connection) -> Writer {
+    /// Starts the writer thread; `commits` counts its commits.
+    pub fn start(conn: Connection, commits: Arc<AtomicU64>) -> Writer {
         let (tx, rx) = mpsc::channel::<Command>();
         let spawned = thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || run(conn, rx));
+            .spawn(move || run(conn, rx, &commits));
         if let Err(e) = spawned {
             tracing::error!("cannot start the database writer thread: {e}");
         }
@@ -104,12 +106,12 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-fn run(conn: Connection, rx: mpsc::Receiver<Command>) {
+fn run(conn: Connection, rx: mpsc::Receiver<Command>, commits: &AtomicU64) {
     let mut shutdown: Option<oneshot::Sender<()>> = None;
     while shutdown.is_none() {
         let Ok(first) = rx.recv() else { break };
         match first {
-            Command::Job(j) => commit_batch(&conn, j, &rx, &mut shutdown),
+            Command::Job(j) => commit_batch(&conn, j, &rx, &mut shutdown, commits),
             Command::Shutdown(s) => shutdown = Some(s),
         }
     }
@@ -120,7 +122,7 @@ fn run(conn: Connection, rx: mpsc::Receiver<Command>) {
     });
     while let Some(first) = rest.next() {
         let more: Vec<Job> = rest.by_ref().take(MAX_BATCH - 1).collect();
-        commit_jobs(&conn, std::iter::once(first).chain(more));
+        commit_jobs(&conn, std::iter::once(first).chain(more), commits);
     }
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
         tracing::warn!("WAL checkpoint at close failed: {e}");
@@ -142,6 +144,7 @@ fn commit_batch(
     first: Job,
     rx: &mpsc::Receiver<Command>,
     shutdown: &mut Option<oneshot::Sender<()>>,
+    commits: &AtomicU64,
 ) {
     let mut n = 0;
     let jobs = std::iter::once(first).chain(std::iter::from_fn(|| {
@@ -158,10 +161,10 @@ fn commit_batch(
             Err(_) => None,
         }
     }));
-    commit_jobs(conn, jobs);
+    commit_jobs(conn, jobs, commits);
 }
 
-fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>) {
+fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>, commits: &AtomicU64) {
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
         for job in jobs {
@@ -171,7 +174,11 @@ fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>) {
     }
     let completions: Vec<Completion> = jobs.map(|job| job(Some(conn))).collect();
     let committed = match run_cached(conn, "COMMIT") {
-        Ok(()) => true,
+        Ok(()) => {
+            // Counted before any caller hears of the commit.
+            commits.fetch_add(1, Ordering::Release);
+            true
+        }
         Err(e) => {
             tracing::error!("commit failed: {e}");
             let _ = conn.execute_batch("ROLLBACK");
