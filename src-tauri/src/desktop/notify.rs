@@ -1,22 +1,25 @@
 //! OS notifications (notify-rust, the desktop notification service on
 //! D-Bus): one for every newly parked task — title the agent, body the first
-//! line of the request — grouped into one when several park at once; none
-//! while notifications are paused (tray), turned off or muted for the agent
-//! (settings), or for the task the window shows. Clicking one opens its task
+//! line of the request — shown at once, and grouped into one when several
+//! park in quick succession; none while notifications are paused (tray),
+//! turned off or muted for the agent (settings), or for the task the window
+//! shows. Clicking one opens its task
 //! where the notification server supports actions. No notification service
 //! means a logged warning, never a failure.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tauri::{AppHandle, Manager};
+use tokio::sync::broadcast::error::RecvError;
 
 use super::Shell;
 use crate::server::ui_settings::{Notifications, SettingsFile};
 
-/// Parkings that arrive within this window of the first are one notification.
+/// Parkings within this window of a notification are shown together when
+/// it ends; one after a quiet spell is shown at once.
 const GROUP_WINDOW: Duration = Duration::from_millis(400);
 
 /// One parked task to tell the person about.
@@ -38,53 +41,44 @@ fn prefs(shell: &Shell) -> Notifications {
     }
 }
 
-/// Starts the notifier for the life of the app.
+/// Starts the notifier for the life of the app. A task that parks after a
+/// quiet spell is shown at once; tasks that park within [`GROUP_WINDOW`] of
+/// a notification wait for the window to end and are shown as one.
 pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
     let mut rx = shell.state.engine.bus().subscribe_all();
     let runtime = shell.runtime.clone();
     runtime.spawn(async move {
-        // Tasks we told the person about and that are still parked.
+        // Parked tasks we told the person about, or are about to.
         let mut told: HashSet<String> = HashSet::new();
+        // Newly parked tasks not shown yet, oldest first.
+        let mut pending: Vec<String> = Vec::new();
+        // Parkings before this instant wait for it.
+        let mut quiet_from = Instant::now();
         loop {
-            let first = match rx.recv().await {
-                Ok(ev) => ev,
-                // Fell behind: go on from what comes next.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            let mut batch = vec![first];
-            let deadline = tokio::time::sleep(GROUP_WINDOW);
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    _ = &mut deadline => break,
-                    ev = rx.recv() => match ev {
-                        Ok(ev) => batch.push(ev),
-                        Err(_) => break,
-                    },
-                }
-            }
-            // The last state each task reached in this batch.
-            let mut last: HashMap<String, crate::a2a::types::TaskState> = HashMap::new();
-            for ev in &batch {
-                last.insert(ev.task_id.clone(), ev.state);
-            }
-            let mut fresh = Vec::new();
-            for ev in &batch {
-                let Some(state) = last.remove(&ev.task_id) else {
-                    continue;
-                };
-                if state.is_interrupted() {
-                    if told.insert(ev.task_id.clone()) {
-                        fresh.push(ev.task_id.clone());
+            let hold = tokio::time::sleep_until(quiet_from.into());
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Ok(ev) => {
+                        if ev.state.is_interrupted() {
+                            if told.insert(ev.task_id.clone()) {
+                                pending.push(ev.task_id.clone());
+                            }
+                        } else if told.remove(&ev.task_id) {
+                            // Answered before it was shown: nothing to say.
+                            pending.retain(|t| *t != ev.task_id);
+                        }
                     }
-                } else {
-                    told.remove(&ev.task_id);
-                }
+                    // Fell behind: go on from what comes next.
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
+                _ = hold, if !pending.is_empty() => {}
             }
-            if fresh.is_empty() {
+            if pending.is_empty() || Instant::now() < quiet_from {
                 continue;
             }
+            let fresh = std::mem::take(&mut pending);
+            quiet_from = Instant::now() + GROUP_WINDOW;
             let mut parked = Vec::new();
             for task_id in fresh {
                 if let Ok(d) = shell.state.engine.task_detail(&task_id).await {
