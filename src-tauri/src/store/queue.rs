@@ -220,8 +220,11 @@ pub fn sync_turn(
              VALUES (?1, ?2, ?3, (SELECT origin FROM tasks WHERE id = ?2), ?4, ?5, ?6)",
         )?
         .execute(params![id, task_id, agent_id, to.number(), preview, now_ms])?;
-        conn.prepare_cached("INSERT INTO turn_search (turn_id, text) VALUES (?1, ?2)")?
-            .execute(params![id, preview])?;
+        // Indexed when the batch commits (see `index_pending_search`).
+        conn.prepare_cached(
+            "INSERT INTO temp.search_pending (turn_rowid, turn_id, text) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![conn.last_insert_rowid(), id, preview])?;
     }
     Ok(())
 }
@@ -265,8 +268,16 @@ pub fn insert_decision(conn: &Connection, d: &DecisionRecord, search_text: &str)
         d.delivery
     ])?;
     if !search_text.is_empty() {
-        conn.prepare_cached("UPDATE turn_search SET text = text || ' ' || ?2 WHERE turn_id = ?1")?
-            .execute(params![d.turn_id, search_text])?;
+        // The turn's entry is indexed, or still waiting for its batch.
+        conn.prepare_cached(
+            "UPDATE turn_search SET text = text || ' ' || ?2
+             WHERE rowid = (SELECT rowid FROM turns WHERE id = ?1)",
+        )?
+        .execute(params![d.turn_id, search_text])?;
+        conn.prepare_cached(
+            "UPDATE temp.search_pending SET text = text || ' ' || ?2 WHERE turn_id = ?1",
+        )?
+        .execute(params![d.turn_id, search_text])?;
     }
     Ok(())
 }
@@ -293,6 +304,36 @@ pub fn pending_decisions(conn: &Connection) -> Result<Vec<DecisionRecord>> {
     ))?;
     let rows = stmt.query_map([], decision_row)?;
     rows.map(|r| finish_decision(r?)).collect()
+}
+
+/// Sets up the writer connection: the turns parked in the current batch
+/// wait in a temporary table and are added to the full-text index once, just
+/// before the batch commits. FTS5 writes its pending terms out at every
+/// savepoint, and every job runs in one: indexing as each turn opened cost a
+/// flush (and a tiny index segment to merge) per parked task.
+pub fn prepare_writer(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS search_pending (
+             turn_rowid INTEGER NOT NULL,
+             turn_id    TEXT NOT NULL,
+             text       TEXT NOT NULL
+         );",
+    )?;
+    Ok(())
+}
+
+/// Adds the batch's parked turns to the full-text index (in the batch's
+/// transaction, before its commit).
+pub fn index_pending_search(conn: &Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO turn_search (rowid, turn_id, text)
+             SELECT p.turn_rowid, p.turn_id, p.text FROM temp.search_pending p
+             JOIN turns t ON t.rowid = p.turn_rowid AND t.id = p.turn_id",
+    )?
+    .execute([])?;
+    conn.prepare_cached("DELETE FROM temp.search_pending")?
+        .execute([])?;
+    Ok(())
 }
 
 /// Turns a person's search words into an FTS5 query: every word must

@@ -151,12 +151,11 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
     if deleted.is_empty() {
         return Ok(deleted);
     }
-    // The search index is keyed by an unindexed column: one pass for the
-    // whole batch rather than one per task.
+    // A turn's search entry shares its rowid.
     let marks = vec!["?"; deleted.len()].join(",");
     conn.prepare(&format!(
-        "DELETE FROM turn_search WHERE turn_id IN
-             (SELECT id FROM turns WHERE task_id IN ({marks}))"
+        "DELETE FROM turn_search WHERE rowid IN
+             (SELECT rowid FROM turns WHERE task_id IN ({marks}))"
     ))?
     .execute(params_from_iter(deleted.iter()))?;
     for id in &deleted {

@@ -180,6 +180,13 @@ const MIGRATIONS: &[&str] = &[
     // accepted the change, what changed (the peer's work is held meanwhile).
     "ALTER TABLE peers ADD COLUMN pin TEXT;
     ALTER TABLE peers ADD COLUMN pin_change TEXT;",
+    // 8: a turn's search entry shares the turn's rowid, so a decision finds
+    // its entry by rowid (`turn_id` is unindexed: it scanned the index).
+    "CREATE TEMP TABLE search_copy AS SELECT turn_id, text FROM turn_search;
+    DELETE FROM turn_search;
+    INSERT INTO turn_search (rowid, turn_id, text)
+        SELECT t.rowid, c.turn_id, c.text FROM temp.search_copy c JOIN turns t ON t.id = c.turn_id;
+    DROP TABLE temp.search_copy;",
 ];
 
 /// Brings the database up to the newest schema.
@@ -201,6 +208,56 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Migration 8 moves each search entry to its turn's rowid, keeping
+    /// every entry and its text.
+    #[test]
+    fn search_entries_move_to_their_turns_rowids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..7] {
+            c.execute_batch(sql).unwrap();
+        }
+        c.pragma_update(None, "user_version", 7).unwrap();
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1);
+             INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
+                 VALUES ('u1', 't', 'a', 'served', 6, 'pay the invoice', 1),
+                        ('u2', 't', 'a', 'served', 6, 'restart servers', 2);
+             -- Out of step with the turns, as the index used to be.
+             INSERT INTO turn_search (rowid, turn_id, text)
+                 VALUES (40, 'u2', 'restart servers approved'), (41, 'u1', 'pay the invoice');",
+        )
+        .unwrap();
+        migrate(&mut c, &path).unwrap();
+        let rows: Vec<(String, String, bool)> = c
+            .prepare(
+                "SELECT s.turn_id, s.text, s.rowid = t.rowid FROM turn_search s
+                 JOIN turns t ON t.id = s.turn_id ORDER BY s.turn_id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                ("u1".to_owned(), "pay the invoice".to_owned(), true),
+                ("u2".to_owned(), "restart servers approved".to_owned(), true),
+            ]
+        );
+        let hit: String = c
+            .query_row(
+                "SELECT turn_id FROM turn_search WHERE turn_search MATCH 'approved'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(hit, "u2");
+    }
 
     #[test]
     fn migrations_are_idempotent_and_refuse_newer_files() {

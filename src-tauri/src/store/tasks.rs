@@ -71,35 +71,39 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
     Ok(())
 }
 
+/// The head's columns, in the order [`head_row`] reads them.
+const HEAD_COLUMNS: &str =
+    "id, agent_id, owner, context_id, state, last_seq, history_len, parked, dialect";
+
+fn head_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, TaskHead)> {
+    Ok((
+        r.get::<_, i64>(4)?,
+        TaskHead {
+            id: r.get(0)?,
+            agent_id: r.get(1)?,
+            owner: r.get(2)?,
+            context_id: r.get(3)?,
+            state: TaskState::Submitted,
+            last_seq: r.get(5)?,
+            history_len: r.get(6)?,
+            parked: r.get(7)?,
+            dialect: r.get(8)?,
+        },
+    ))
+}
+
+fn finish_head((state, mut head): (i64, TaskHead)) -> Result<TaskHead> {
+    head.state = state_of(state)?;
+    Ok(head)
+}
+
 /// The head of a task, if it exists.
 pub fn head(conn: &Connection, id: &str) -> Result<Option<TaskHead>> {
-    let row = conn
-        .prepare_cached(
-            "SELECT id, agent_id, owner, context_id, state, last_seq, history_len, parked, dialect
-             FROM tasks WHERE id = ?1",
-        )?
-        .query_row([id], |r| {
-            Ok((
-                r.get::<_, i64>(4)?,
-                TaskHead {
-                    id: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    owner: r.get(2)?,
-                    context_id: r.get(3)?,
-                    state: TaskState::Submitted,
-                    last_seq: r.get(5)?,
-                    history_len: r.get(6)?,
-                    parked: r.get(7)?,
-                    dialect: r.get(8)?,
-                },
-            ))
-        })
-        .optional()?;
-    row.map(|(state, mut head)| {
-        head.state = state_of(state)?;
-        Ok(head)
-    })
-    .transpose()
+    conn.prepare_cached(&format!("SELECT {HEAD_COLUMNS} FROM tasks WHERE id = ?1"))?
+        .query_row([id], head_row)
+        .optional()?
+        .map(finish_head)
+        .transpose()
 }
 
 /// Replaces a task's status. A task is parked exactly while it is interrupted.
@@ -238,12 +242,22 @@ pub fn load(
     history: Option<usize>,
     include_artifacts: bool,
 ) -> Result<Option<(TaskHead, Task)>> {
-    let Some(head) = head(conn, id)? else {
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {HEAD_COLUMNS}, status, metadata FROM tasks WHERE id = ?1"
+        ))?
+        .query_row([id], |r| {
+            Ok((
+                head_row(r)?,
+                r.get::<_, String>(9)?,
+                r.get::<_, Option<String>>(10)?,
+            ))
+        })
+        .optional()?;
+    let Some((head, status, metadata)) = row else {
         return Ok(None);
     };
-    let (status, metadata): (String, Option<String>) = conn
-        .prepare_cached("SELECT status, metadata FROM tasks WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let head = finish_head(head)?;
     let history = match history {
         Some(0) => Vec::new(),
         limit => {

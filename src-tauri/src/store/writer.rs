@@ -16,6 +16,8 @@ use super::{Error, Result};
 const MAX_BATCH: usize = 512;
 
 type Completion = Box<dyn FnOnce(bool) + Send>;
+/// Runs in each batch's transaction after its jobs, before the commit.
+pub type BeforeCommit = fn(&Connection) -> rusqlite::Result<()>;
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
 /// database).
@@ -32,11 +34,19 @@ pub struct Writer {
 
 impl Writer {
     /// Starts the writer thread; `commits` counts its commits.
-    pub fn start(conn: Connection, commits: Arc<AtomicU64>) -> Writer {
+    pub fn start(conn: Connection, commits: Arc<AtomicU64>, before: BeforeCommit) -> Writer {
         let (tx, rx) = mpsc::channel::<Command>();
         let spawned = thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || run(conn, rx, &commits));
+            .spawn(move || {
+                let batch = Batch {
+                    conn: &conn,
+                    commits: &commits,
+                    before,
+                };
+                let shutdown = run(&batch, &rx);
+                close(conn, shutdown);
+            });
         if let Err(e) = spawned {
             tracing::error!("cannot start the database writer thread: {e}");
         }
@@ -106,12 +116,21 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-fn run(conn: Connection, rx: mpsc::Receiver<Command>, commits: &AtomicU64) {
+/// What every batch needs: the connection, the commit counter, the hook.
+struct Batch<'a> {
+    conn: &'a Connection,
+    commits: &'a AtomicU64,
+    before: BeforeCommit,
+}
+
+/// Commits batches until a shutdown request (returned, to be answered once
+/// the database is closed) or until every sender is gone.
+fn run(batch: &Batch<'_>, rx: &mpsc::Receiver<Command>) -> Option<oneshot::Sender<()>> {
     let mut shutdown: Option<oneshot::Sender<()>> = None;
     while shutdown.is_none() {
         let Ok(first) = rx.recv() else { break };
         match first {
-            Command::Job(j) => commit_batch(&conn, j, &rx, &mut shutdown, commits),
+            Command::Job(j) => commit_batch(batch, j, rx, &mut shutdown),
             Command::Shutdown(s) => shutdown = Some(s),
         }
     }
@@ -122,8 +141,13 @@ fn run(conn: Connection, rx: mpsc::Receiver<Command>, commits: &AtomicU64) {
     });
     while let Some(first) = rest.next() {
         let more: Vec<Job> = rest.by_ref().take(MAX_BATCH - 1).collect();
-        commit_jobs(&conn, std::iter::once(first).chain(more), commits);
+        commit_jobs(batch, std::iter::once(first).chain(more));
     }
+    shutdown
+}
+
+/// Checkpoints and closes the connection, then answers the shutdown request.
+fn close(conn: Connection, shutdown: Option<oneshot::Sender<()>>) {
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
         tracing::warn!("WAL checkpoint at close failed: {e}");
     }
@@ -140,11 +164,10 @@ fn run(conn: Connection, rx: mpsc::Receiver<Command>, commits: &AtomicU64) {
 /// batch runs join it rather than wait for a commit of their own. A shutdown
 /// request ends the batch; it is answered after this commit.
 fn commit_batch(
-    conn: &Connection,
+    batch: &Batch<'_>,
     first: Job,
     rx: &mpsc::Receiver<Command>,
     shutdown: &mut Option<oneshot::Sender<()>>,
-    commits: &AtomicU64,
 ) {
     let mut n = 0;
     let jobs = std::iter::once(first).chain(std::iter::from_fn(|| {
@@ -161,10 +184,11 @@ fn commit_batch(
             Err(_) => None,
         }
     }));
-    commit_jobs(conn, jobs, commits);
+    commit_jobs(batch, jobs);
 }
 
-fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>, commits: &AtomicU64) {
+fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
+    let conn = batch.conn;
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
         for job in jobs {
@@ -173,10 +197,11 @@ fn commit_jobs(conn: &Connection, jobs: impl Iterator<Item = Job>, commits: &Ato
         return;
     }
     let completions: Vec<Completion> = jobs.map(|job| job(Some(conn))).collect();
-    let committed = match run_cached(conn, "COMMIT") {
+    let finished = (batch.before)(conn).and_then(|()| run_cached(conn, "COMMIT"));
+    let committed = match finished {
         Ok(()) => {
             // Counted before any caller hears of the commit.
-            commits.fetch_add(1, Ordering::Release);
+            batch.commits.fetch_add(1, Ordering::Release);
             true
         }
         Err(e) => {
