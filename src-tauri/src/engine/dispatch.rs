@@ -14,7 +14,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::Engine;
+use tokio::sync::broadcast;
+
+use super::{Engine, Event};
 use crate::a2a::types::{Message, Part, StreamResponse, Task, TaskPushNotificationConfig};
 use crate::clock::now_ms;
 use crate::config::DispatchConfig;
@@ -126,6 +128,8 @@ impl Engine {
         let mut events = self.inner.bus.subscribe_all();
         let limit = self.dispatch().config.concurrency;
         loop {
+            // Read before the outbox: an item queued after this look moves it.
+            let mut queued = p::queued_count();
             let due = self
                 .inner
                 .store
@@ -164,11 +168,27 @@ impl Engine {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = self.inner.outbox_ready.notified() => {}
-                _ = events.recv() => {
-                    // One look at the outbox per burst of events.
-                    while events.try_recv().is_ok() {}
-                }
+                _ = Self::outbox_moved(&mut events, &mut queued) => {}
                 _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Resolves after a committed event once something was queued in the
+    /// outbox since `seen` (events that owe nothing, e.g. every parked task
+    /// without a push config, no longer cost a look at the outbox).
+    async fn outbox_moved(events: &mut broadcast::Receiver<Arc<Event>>, seen: &mut u64) {
+        loop {
+            match events.recv().await {
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+            }
+            // One look per burst of events.
+            while events.try_recv().is_ok() {}
+            let now = p::queued_count();
+            if now != *seen {
+                *seen = now;
+                return;
             }
         }
     }

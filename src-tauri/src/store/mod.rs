@@ -5,6 +5,7 @@
 //! holds the change has committed, so a caller that answers after awaiting it
 //! never acknowledges anything a crash could lose.
 
+mod checkpoint;
 pub mod dispatch;
 pub mod peers;
 pub mod queue;
@@ -77,7 +78,17 @@ impl Store {
         schema::migrate(&mut conn, path)?;
         let commits = Arc::new(AtomicU64::new(0));
         queue::prepare_writer(&conn)?;
-        let writer = writer::Writer::start(conn, commits.clone(), queue::index_pending_search);
+        // Checkpoints run on their own thread and connection.
+        conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
+        let nudge = checkpoint::start(open_connection(path, durability)?);
+        let writer = writer::Writer::start(
+            conn,
+            writer::Hooks {
+                commits: commits.clone(),
+                before_commit: queue::index_pending_search,
+                after_commit: nudge,
+            },
+        );
         Ok(Store {
             inner: Arc::new(Inner {
                 writer,

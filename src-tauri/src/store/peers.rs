@@ -350,8 +350,19 @@ fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
     })
 }
 
+/// Outbox items queued by this process (counted as they are written, before
+/// their commit): the outbox runner, woken by each committed event, reads
+/// the outbox only when this has moved since its last look.
+static QUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// See [`QUEUED`].
+pub fn queued_count() -> u64 {
+    QUEUED.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// Queues a call (due now); an item with the same id already queued wins.
 pub fn enqueue(conn: &Connection, item: &OutboxItem) -> Result<()> {
+    QUEUED.fetch_add(1, std::sync::atomic::Ordering::Release);
     conn.prepare_cached(
         "INSERT OR IGNORE INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, created_ms, order_key)
          VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 'pending', ?6, ?7)",

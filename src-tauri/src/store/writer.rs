@@ -16,8 +16,15 @@ use super::{Error, Result};
 const MAX_BATCH: usize = 512;
 
 type Completion = Box<dyn FnOnce(bool) + Send>;
-/// Runs in each batch's transaction after its jobs, before the commit.
-pub type BeforeCommit = fn(&Connection) -> rusqlite::Result<()>;
+/// What the writer does around each batch besides running its jobs.
+pub struct Hooks {
+    /// Counts the commits.
+    pub commits: Arc<AtomicU64>,
+    /// Runs in the batch's transaction after its jobs, before the commit.
+    pub before_commit: fn(&Connection) -> rusqlite::Result<()>,
+    /// Told of each commit.
+    pub after_commit: super::checkpoint::Nudge,
+}
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
 /// database).
@@ -33,16 +40,15 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread; `commits` counts its commits.
-    pub fn start(conn: Connection, commits: Arc<AtomicU64>, before: BeforeCommit) -> Writer {
+    /// Starts the writer thread.
+    pub fn start(conn: Connection, hooks: Hooks) -> Writer {
         let (tx, rx) = mpsc::channel::<Command>();
         let spawned = thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
                 let batch = Batch {
                     conn: &conn,
-                    commits: &commits,
-                    before,
+                    hooks: &hooks,
                 };
                 let shutdown = run(&batch, &rx);
                 close(conn, shutdown);
@@ -116,11 +122,10 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-/// What every batch needs: the connection, the commit counter, the hook.
+/// What every batch needs: the connection and the hooks.
 struct Batch<'a> {
     conn: &'a Connection,
-    commits: &'a AtomicU64,
-    before: BeforeCommit,
+    hooks: &'a Hooks,
 }
 
 /// Commits batches until a shutdown request (returned, to be answered once
@@ -197,11 +202,12 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
         return;
     }
     let completions: Vec<Completion> = jobs.map(|job| job(Some(conn))).collect();
-    let finished = (batch.before)(conn).and_then(|()| run_cached(conn, "COMMIT"));
+    let finished = (batch.hooks.before_commit)(conn).and_then(|()| run_cached(conn, "COMMIT"));
     let committed = match finished {
         Ok(()) => {
             // Counted before any caller hears of the commit.
-            batch.commits.fetch_add(1, Ordering::Release);
+            batch.hooks.commits.fetch_add(1, Ordering::Release);
+            batch.hooks.after_commit.committed();
             true
         }
         Err(e) => {
