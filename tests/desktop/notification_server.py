@@ -2,7 +2,9 @@
 
 Owns org.freedesktop.Notifications on the session bus (run it under
 `dbus-run-session`), answers like a real server, and appends each Notify
-call to a JSON Lines file so a test can assert what the app showed.
+call to a JSON Lines file so a test can assert what the app showed (and a
+benchmark can time it: `time_ns` is the wall clock, `time.time_ns()`, when
+the call arrived).
 
     python notification_server.py RECORD_FILE
 
@@ -11,6 +13,7 @@ Prints `ready` on stdout once it owns the name.
 import asyncio
 import json
 import sys
+import time
 
 from dbus_next.aio import MessageBus
 from dbus_next.service import ServiceInterface, method
@@ -25,11 +28,12 @@ class Notifications(ServiceInterface):
     @method()
     def Notify(self, app_name: 's', replaces_id: 'u', app_icon: 's', summary: 's',
                body: 's', actions: 'as', hints: 'a{sv}', expire_timeout: 'i') -> 'u':
+        at = time.time_ns()
         nid = self.next_id
         self.next_id += 1
         with open(self.record, 'a', encoding='utf-8') as f:
             f.write(json.dumps({'id': nid, 'app': app_name, 'summary': summary,
-                                'body': body, 'actions': list(actions)}) + '\n')
+                                'body': body, 'actions': list(actions), 'time_ns': at}) + '\n')
         return nid
 
     @method()

@@ -9,7 +9,8 @@
 //! error, for JSON-RPC), `--conns N`, `--duration S`, `--warmup S`, `--limit N`
 //! (stop after N requests, all counted: to fill a store).
 //!
-//! Other jobs: `stub-peer`, `push-latency`, `startup` (see `tools.rs`).
+//! Other jobs: `stub-peer`, `push-latency`, `push-notify`, `startup` (see
+//! `tools.rs`).
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -245,6 +246,28 @@ fn main() {
                 .map_err(|e| format!("COUNT: {e}"))
                 .and_then(|n| tools::push_latency(hook, token, events, n)),
             _ => Err("usage: loadgen push-latency WEBHOOK TOKEN EVENTS_URL COUNT".to_owned()),
+        }),
+        Some("push-notify") => Some(match &args[2..] {
+            [hook, token, record, summary, rest @ ..] if rest.len() <= 2 => {
+                let count = rest.first().map_or(Ok(100), |n| n.parse());
+                let gap = rest.get(1).map_or(Ok(600), |n| n.parse());
+                match (count, gap) {
+                    (Ok(n), Ok(gap)) => tools::push_notify(
+                        hook,
+                        token,
+                        record,
+                        summary,
+                        n,
+                        std::time::Duration::from_millis(gap),
+                    ),
+                    (Err(e), _) => Err(format!("COUNT: {e}")),
+                    (_, Err(e)) => Err(format!("GAP_MS: {e}")),
+                }
+            }
+            _ => Err(
+                "usage: loadgen push-notify WEBHOOK TOKEN RECORD_FILE SUMMARY [COUNT] [GAP_MS]"
+                    .to_owned(),
+            ),
         }),
         Some("startup") => Some(match &args[2..] {
             [url, dash, cmd @ ..] if dash == "--" => tools::startup(url, cmd),

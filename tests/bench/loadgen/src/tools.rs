@@ -1,5 +1,6 @@
 //! The other jobs of the harness: a stub A2A peer, the push → parked latency
-//! probe, and the startup timer.
+//! probe, the push → OS notification probe (the desktop app), and the startup
+//! timer.
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
@@ -247,6 +248,163 @@ pub fn startup(url: &str, cmd: &[String]) -> Res<()> {
             "{{\"startup_ms\":{:.1},\"pid\":{}}}",
             started.elapsed().as_secs_f64() * 1000.0,
             child.id()
+        );
+        Ok(())
+    })
+}
+
+/// Nanoseconds since the Unix epoch (the clock the notification service
+/// stamps its records with).
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Reads the whole lines appended to a JSON Lines file since `offset`.
+struct Tail {
+    path: std::path::PathBuf,
+    offset: u64,
+    partial: String,
+}
+
+impl Tail {
+    /// Starts at the file's current end (or its start, if it is not there yet).
+    fn at_end(path: &str) -> Tail {
+        let offset = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        Tail {
+            path: path.into(),
+            offset,
+            partial: String::new(),
+        }
+    }
+
+    fn lines(&mut self) -> Res<Vec<String>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("{}: {e}", self.path.display())),
+        };
+        f.seek(SeekFrom::Start(self.offset))
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.offset += buf.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        let mut out = Vec::new();
+        while let Some(end) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=end).collect();
+            if !line.trim().is_empty() {
+                out.push(line.trim().to_owned());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `push-notify WEBHOOK_URL TOKEN RECORD_FILE SUMMARY [COUNT] [GAP_MS]`: sends
+/// COUNT webhook pushes (default 100), one at a time and GAP_MS apart (default
+/// 600, longer than the desktop's 400 ms grouping window), each for a new task
+/// of the stub peer, and times each from the wall clock just before its POST
+/// to the `time_ns` of the OS notification the stand-in notification service
+/// recorded for it in RECORD_FILE (JSON Lines). Every notification must be
+/// the one for that push — summary SUMMARY (the peer's name), body the
+/// task's request line (`deploy build TASK`, from the stub peer) — and must
+/// arrive within 5 s.
+pub fn push_notify(
+    webhook: &str,
+    token: &str,
+    record: &str,
+    summary: &str,
+    count: usize,
+    gap: Duration,
+) -> Res<()> {
+    let webhook: hyper::Uri = webhook.parse().map_err(|e| format!("webhook URL: {e}"))?;
+    let token: hyper::header::HeaderValue = token.parse().map_err(|e| format!("token: {e}"))?;
+    if count == 0 {
+        return Err("COUNT must be at least 1".to_owned());
+    }
+    let rt = rt()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let mut tail = Tail::at_end(record);
+        let mut push = connect(&webhook).await?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let mut lat = Vec::with_capacity(count);
+        let mut http = Vec::with_capacity(count);
+        for i in 0..count {
+            let task = format!("notify-{stamp}-{i}");
+            let body = json!({"statusUpdate": {"taskId": task, "contextId": format!("ctx-{task}"),
+                              "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
+            let mut req = request("POST", &webhook, Bytes::from(body.to_string()))?;
+            req.headers_mut()
+                .insert("a2a-notification-token", token.clone());
+            let next = Instant::now() + gap;
+            let sent_ns = now_ns();
+            let sent = Instant::now();
+            let resp = push
+                .send_request(req)
+                .await
+                .map_err(|e| format!("push {i}: {e}"))?;
+            let status = resp.status();
+            let _ = resp.into_body().collect().await;
+            http.push(sent.elapsed());
+            if !status.is_success() {
+                return Err(format!("push {i}: HTTP {status}"));
+            }
+            let want_body = format!("deploy build {task}");
+            let deadline = sent + Duration::from_secs(5);
+            let shown = loop {
+                if let Some(line) = tail.lines()?.into_iter().next() {
+                    break line;
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "push {i} (task {task}): no notification recorded in {record} within 5 s"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            };
+            let n: Value = serde_json::from_str(&shown)
+                .map_err(|e| format!("push {i}: record line {shown:?}: {e}"))?;
+            if n["summary"] != summary || n["body"] != want_body.as_str() {
+                return Err(format!(
+                    "push {i}: expected summary {summary:?} and body {want_body:?}, the notification was {shown}"
+                ));
+            }
+            let at = n["time_ns"]
+                .as_u64()
+                .ok_or_else(|| format!("push {i}: no time_ns in {shown}"))?;
+            let ns = u128::from(at)
+                .checked_sub(sent_ns)
+                .ok_or_else(|| format!("push {i}: notified before it was sent ({shown})"))?;
+            lat.push(Duration::from_nanos(ns as u64));
+            tokio::time::sleep_until(next.into()).await;
+            // Nothing else may have been shown meanwhile (a grouped or repeated one).
+            if let Some(extra) = tail.lines()?.into_iter().next() {
+                return Err(format!("push {i}: an unexpected second notification: {extra}"));
+            }
+        }
+        lat.sort_unstable();
+        http.sort_unstable();
+        let ms = |v: &[Duration], p: f64| {
+            let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+            v[i].as_secs_f64() * 1000.0
+        };
+        println!(
+            "{{\"pushes\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"http_p50_ms\":{:.3},\"http_p99_ms\":{:.3}}}",
+            lat.len(),
+            ms(&lat, 0.5),
+            ms(&lat, 0.99),
+            ms(&lat, 1.0),
+            ms(&http, 0.5),
+            ms(&http, 0.99)
         );
         Ok(())
     })
