@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tauri::{AppHandle, Manager};
@@ -160,6 +160,15 @@ fn deliver(app: &AppHandle, shell: &Shell, parked: Vec<(String, Parked)>) {
     std::thread::spawn(move || show(&app, &summary, &body, open));
 }
 
+/// Notifications waiting for a click at most: each holds a thread and a
+/// D-Bus connection until the notification service closes it, and a service
+/// that keeps notifications until they are dismissed would let them pile up.
+/// Past this many, notifications are shown without the "Open" action.
+const MAX_WAITING: usize = 8;
+
+/// Notifications now waiting for a click.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
 /// Shows one notification (blocking D-Bus calls: its own thread).
 fn show(app: &AppHandle, summary: &str, body: &str, open: Option<String>) {
     let mut n = notify_rust::Notification::new();
@@ -167,6 +176,14 @@ fn show(app: &AppHandle, summary: &str, body: &str, open: Option<String>) {
         .summary(summary)
         .body(body)
         .icon("countersign");
+    let open = open.filter(|_| {
+        let waiting = WAITING.fetch_add(1, Ordering::AcqRel);
+        if waiting >= MAX_WAITING {
+            WAITING.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    });
     if open.is_some() {
         n.action("default", "Open");
     }
@@ -179,9 +196,13 @@ fn show(app: &AppHandle, summary: &str, body: &str, open: Option<String>) {
                         super::open_task_in_window(app, &task);
                     }
                 });
+                WAITING.fetch_sub(1, Ordering::AcqRel);
             }
         }
         Err(e) => {
+            if open.is_some() {
+                WAITING.fetch_sub(1, Ordering::AcqRel);
+            }
             tracing::warn!("cannot show a notification (is a notification service running?): {e}")
         }
     }
