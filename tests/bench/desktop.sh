@@ -89,6 +89,11 @@ if [ "${1:-}" = "--in-session" ]; then
     row() { printf 'desktop app\t%s\t%s\n' "$1" "$2" >>"$extras"; }
     mem_rows() { # WHEN
         local alone threads rss pss n names
+        kill -0 "$app_pid" 2>/dev/null || {
+            log "the app exited; its log:"
+            tail -n 30 "$work/app.log" >&3
+            exit 1
+        }
         alone="$(rss_kib "$app_pid")"
         threads="$(awk '/^Threads:/ {print $2}' "/proc/$app_pid/status")"
         read -r rss pss n names <<<"$(tree_mem "$app_pid")"
@@ -164,7 +169,6 @@ JSON
     row "… of which push → parked (the webhook's 200)" \
         "p50 $(json_field "$lat" http_p50_ms) ms, p99 $(json_field "$lat" http_p99_ms) ms"
     mem_rows "after the latency run"
-    kill -0 "$app_pid" 2>/dev/null || { log "the app exited during the run"; exit 1; }
 
     {
         echo "Desktop app (release, default features) under Xvfb with a stand-in notification service;"
