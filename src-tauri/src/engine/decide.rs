@@ -320,8 +320,7 @@ impl Engine {
         let head = self
             .inner
             .store
-            .read(move |conn| tasks::head(conn, &tid))
-            .await
+            .read_point(move |conn| tasks::head(conn, &tid))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("task `{}` is gone", d.task_id))?;
         if !head.state.is_interrupted() {

@@ -201,8 +201,7 @@ impl Engine {
         let current = self
             .inner
             .store
-            .read(move |conn| p::outbox_item(conn, &id))
-            .await;
+            .read_point(move |conn| p::outbox_item(conn, &id));
         match current {
             Ok(Some(now)) if now.status == "pending" && now.attempts == item.attempts => {}
             Ok(_) => return,
@@ -284,8 +283,7 @@ impl Engine {
         let config: Option<TaskPushNotificationConfig> = self
             .inner
             .store
-            .read(move |conn| tasks::get_push_config(conn, &task_id, &config_id))
-            .await
+            .read_point(move |conn| tasks::get_push_config(conn, &task_id, &config_id))
             .map_err(|e| Failure::transient(e.to_string()))?;
         let Some(config) = config else {
             return Ok(Done::Canceled);

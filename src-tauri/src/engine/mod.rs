@@ -486,8 +486,7 @@ impl Engine {
             if self
                 .inner
                 .store
-                .read(move |conn| tasks::head(conn, &t))
-                .await?
+                .read_point(move |conn| tasks::head(conn, &t))?
                 .is_none()
             {
                 check_client_task_id(&tid)?;
@@ -814,8 +813,7 @@ impl Engine {
         let head = self
             .inner
             .store
-            .read(move |conn| tasks::head(conn, &tid))
-            .await?;
+            .read_point(move |conn| tasks::head(conn, &tid))?;
         head.filter(|h| h.agent_id == agent.id() && h.owner == owner)
             .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
     }
@@ -844,8 +842,7 @@ impl Engine {
         let found = self
             .inner
             .store
-            .read(move |conn| tasks::load(conn, &tid, history, true))
-            .await?;
+            .read_point(move |conn| tasks::load(conn, &tid, history, true))?;
         found
             .filter(|(h, _)| h.agent_id == agent.id() && h.owner == owner)
             .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
@@ -1055,8 +1052,7 @@ impl Engine {
         let (t, i) = (task_id.to_owned(), id.to_owned());
         self.inner
             .store
-            .read(move |conn| tasks::get_push_config(conn, &t, &i))
-            .await?
+            .read_point(move |conn| tasks::get_push_config(conn, &t, &i))?
             .ok_or_else(|| {
                 Error::TaskNotFound(format!("{task_id} (no push notification config `{id}`)"))
             })

@@ -279,8 +279,7 @@ impl Engine {
         let pid = id.to_owned();
         self.inner
             .store
-            .read(move |conn| p::peer(conn, &pid))
-            .await?
+            .read_point(move |conn| p::peer(conn, &pid))?
             .ok_or_else(|| PeerError::UnknownPeer(id.to_owned()))
     }
 
@@ -357,8 +356,7 @@ impl Engine {
         let sid = id.to_owned();
         self.inner
             .store
-            .read(move |conn| p::subscription(conn, &sid))
-            .await
+            .read_point(move |conn| p::subscription(conn, &sid))
     }
 
     /// When the peer offers push notifications and we know where it reaches

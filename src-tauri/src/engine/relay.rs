@@ -99,8 +99,7 @@ impl Engine {
         let link = self
             .inner
             .store
-            .read(move |conn| peers::remote_of(conn, &tid))
-            .await?;
+            .read_point(move |conn| peers::remote_of(conn, &tid))?;
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
@@ -165,8 +164,7 @@ impl Engine {
             let state = self
                 .inner
                 .store
-                .read(move |conn| tasks::head(conn, &tid))
-                .await?
+                .read_point(move |conn| tasks::head(conn, &tid))?
                 .map(|h| h.state);
             if state.is_none_or(|s| s.is_terminal() || s.is_interrupted())
                 || tokio::time::Instant::now() > deadline

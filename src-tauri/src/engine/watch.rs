@@ -165,8 +165,7 @@ impl Engine {
         let id = task_id.to_owned();
         self.inner
             .store
-            .read(move |conn| peers::remote_of(conn, &id))
-            .await
+            .read_point(move |conn| peers::remote_of(conn, &id))
     }
 
     /// Watched tasks not yet finished: (our id, peer id, remote id).
