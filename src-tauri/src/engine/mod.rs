@@ -138,7 +138,7 @@ fn apply_step(
     now: i64,
 ) -> Result<Result<Option<Event>, Error>, store::Error> {
     let tid = &h.id;
-    let (state, body) = match step {
+    let (state, body, seq) = match step {
         Step::Status(state, message) => {
             if !lifecycle::can_move(h.state, state) {
                 return Ok(Err(Error::UnsupportedOperation(format!(
@@ -152,25 +152,20 @@ fn apply_step(
                 m.context_id = Some(h.context_id.clone());
                 m
             });
-            if let Some(m) = &message {
-                tasks::append_message(conn, tid, m)?;
-            }
             let status = TaskStatus {
                 state,
                 message,
                 timestamp: Some(format_timestamp(now)),
             };
-            tasks::set_status(conn, tid, &status, now)?;
+            let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: tid.clone(),
+                context_id: h.context_id.clone(),
+                status: status.clone(),
+                metadata: None,
+            });
+            let seq = tasks::record_status(conn, tid, &status, &body, now)?;
             crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
-            (
-                state,
-                StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                    task_id: tid.clone(),
-                    context_id: h.context_id.clone(),
-                    status,
-                    metadata: None,
-                }),
-            )
+            (state, body, seq)
         }
         Step::Artifact {
             artifact,
@@ -185,22 +180,21 @@ fn apply_step(
                 ))));
             }
             tasks::put_artifact(conn, tid, &artifact, append)?;
-            (
-                h.state,
-                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: tid.clone(),
-                    context_id: h.context_id.clone(),
-                    artifact,
-                    append,
-                    last_chunk,
-                    metadata: None,
-                }),
-            )
+            let body = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: tid.clone(),
+                context_id: h.context_id.clone(),
+                artifact,
+                append,
+                last_chunk,
+                metadata: None,
+            });
+            let seq = tasks::append_event(conn, tid, &body, now)?;
+            (h.state, body, seq)
         }
         Step::Delay(_) => return Ok(Ok(None)),
     };
     let entered = (state != h.state).then_some(state);
-    let seq = log_event(conn, tid, &body, entered, max_depth, now)?;
+    store::dispatch::fan_out(conn, tid, seq, &body, entered, max_depth, now)?;
     Ok(Ok(Some(Event {
         task_id: tid.clone(),
         agent_id: h.agent_id.clone(),
@@ -634,34 +628,33 @@ impl Engine {
                 .store
                 .write_then(
                     move |conn| {
-                        tasks::insert_task(conn, &new)?;
-                        tasks::append_message(conn, &new.id, &msg)?;
-                        // Stored before the first event, which it is owed too.
+                        let first = StreamResponse::Task(task);
+                        tasks::create(conn, &new, &msg, &first)?;
+                        // Stored before the first event goes out: it is owed
+                        // that event too.
                         if let Some(mut cfg) = inline_push {
                             cfg.task_id = Some(new.id.clone());
                             cfg.id.get_or_insert_with(|| new.id.clone());
                             tasks::put_push_config(conn, &cfg, push_dialect, now)?;
                         }
-                        let seq = log_event(
+                        let mut head = new.head();
+                        store::dispatch::fan_out(
                             conn,
                             &new.id,
-                            &StreamResponse::Task(task),
+                            head.last_seq,
+                            &first,
                             None,
                             max_depth,
                             now,
                         )?;
                         let mut applied = Applied {
-                            seq,
+                            seq: head.last_seq,
                             events: Vec::new(),
                             stopped: false,
                         };
-                        let Some(mut head) = (!now_steps.is_empty())
-                            .then(|| tasks::head(conn, &new.id))
-                            .transpose()?
-                            .flatten()
-                        else {
+                        if now_steps.is_empty() {
                             return Ok(applied);
-                        };
+                        }
                         for step in now_steps {
                             if !applied.take(conn, &mut head, step, max_depth, now)? {
                                 return Ok(applied);

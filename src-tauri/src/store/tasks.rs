@@ -71,6 +71,49 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
     Ok(())
 }
 
+/// Creates a task with its first message and its first event (sequence
+/// number 1 of each), in three statements: counting them up one by one took
+/// two more updates of the new row.
+pub fn create(conn: &Connection, t: &NewTask, first: &Message, ev: &StreamResponse) -> Result<()> {
+    let metadata = t.metadata.as_ref().map(to_json).transpose()?;
+    conn.prepare_cached(
+        "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
+                            parked, created_ms, updated_ms, dialect, history_len, last_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, 1, 1)",
+    )?
+    .execute(params![
+        t.id,
+        t.agent_id,
+        t.owner,
+        t.context_id,
+        t.status.state.number(),
+        to_json(&t.status)?,
+        metadata,
+        t.status.state.is_interrupted(),
+        t.now_ms,
+        t.dialect,
+    ])?;
+    insert_message(conn, &t.id, 1, first)?;
+    insert_event(conn, &t.id, 1, ev, t.now_ms)
+}
+
+impl NewTask {
+    /// The head of the task as [`create`] stores it.
+    pub fn head(&self) -> TaskHead {
+        TaskHead {
+            id: self.id.clone(),
+            agent_id: self.agent_id.clone(),
+            owner: self.owner.clone(),
+            context_id: self.context_id.clone(),
+            state: self.status.state,
+            last_seq: 1,
+            history_len: 1,
+            parked: self.status.state.is_interrupted(),
+            dialect: self.dialect.to_owned(),
+        }
+    }
+}
+
 /// The head's columns, in the order [`head_row`] reads them.
 const HEAD_COLUMNS: &str =
     "id, agent_id, owner, context_id, state, last_seq, history_len, parked, dialect";
@@ -121,6 +164,40 @@ pub fn set_status(conn: &Connection, id: &str, status: &TaskStatus, now_ms: i64)
     Ok(())
 }
 
+/// Replaces a task's status, appends the status's message (if any) to its
+/// history and records `ev`, with one update of the task's row. Returns the
+/// event's sequence number.
+pub fn record_status(
+    conn: &Connection,
+    id: &str,
+    status: &TaskStatus,
+    ev: &StreamResponse,
+    now_ms: i64,
+) -> Result<i64> {
+    let (history_len, seq): (i64, i64) = conn
+        .prepare_cached(
+            "UPDATE tasks SET state = ?2, status = ?3, parked = ?4, updated_ms = ?5,
+                    history_len = history_len + ?6, last_seq = last_seq + 1
+             WHERE id = ?1 RETURNING history_len, last_seq",
+        )?
+        .query_row(
+            params![
+                id,
+                status.state.number(),
+                to_json(status)?,
+                status.state.is_interrupted(),
+                now_ms,
+                i64::from(status.message.is_some()),
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+    if let Some(m) = &status.message {
+        insert_message(conn, id, history_len, m)?;
+    }
+    insert_event(conn, id, seq, ev, now_ms)?;
+    Ok(seq)
+}
+
 /// Served tasks still submitted or working: (id, agent id).
 pub fn active_served(conn: &Connection) -> Result<Vec<(String, String)>> {
     let mut stmt = conn.prepare_cached(
@@ -150,6 +227,10 @@ pub fn append_message(conn: &Connection, task_id: &str, m: &Message) -> Result<(
             "UPDATE tasks SET history_len = history_len + 1 WHERE id = ?1 RETURNING history_len",
         )?
         .query_row([task_id], |r| r.get(0))?;
+    insert_message(conn, task_id, seq, m)
+}
+
+fn insert_message(conn: &Connection, task_id: &str, seq: i64, m: &Message) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO messages (task_id, seq, message_id, body) VALUES (?1, ?2, ?3, ?4)",
     )?
@@ -208,11 +289,22 @@ pub fn append_event(
             "UPDATE tasks SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq",
         )?
         .query_row([task_id], |r| r.get(0))?;
+    insert_event(conn, task_id, seq, ev, now_ms)?;
+    Ok(seq)
+}
+
+fn insert_event(
+    conn: &Connection,
+    task_id: &str,
+    seq: i64,
+    ev: &StreamResponse,
+    now_ms: i64,
+) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO events (task_id, seq, body, created_ms) VALUES (?1, ?2, ?3, ?4)",
     )?
     .execute(params![task_id, seq, to_json(ev)?, now_ms])?;
-    Ok(seq)
+    Ok(())
 }
 
 /// Events of a task after `after_seq`, oldest first.
