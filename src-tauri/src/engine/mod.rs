@@ -163,7 +163,7 @@ fn apply_step(
                 status: status.clone(),
                 metadata: None,
             });
-            let seq = tasks::record_status(conn, tid, &status, &body, now)?;
+            let seq = tasks::record_status(conn, h, &status, &body, now)?;
             crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
             (state, body, seq)
         }
@@ -233,6 +233,7 @@ impl Applied {
             Ok(Some(ev)) => {
                 head.state = ev.state;
                 head.last_seq = ev.seq;
+                head.updated_ms = now;
                 self.seq = ev.seq;
                 self.events.push(ev);
             }

@@ -392,15 +392,17 @@ async fn respond(
             .keep_alive(KeepAlive::default())
             .into_response();
     }
-    let result = match dialect {
-        Dialect::V1 => outcome.to_v1(),
-        old => outcome.to_old(old),
+    let text = match dialect {
+        Dialect::V1 => outcome.to_v1_json(Some(&id)),
+        old => outcome
+            .to_old(old)
+            .map(|result| json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()),
     };
-    match result {
-        Ok(result) => (
+    match text {
+        Ok(text) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
-            json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+            text,
         )
             .into_response(),
         Err(e) => error_response(&id, &e, None),

@@ -294,9 +294,9 @@ pub async fn handle(
                 .keep_alive(KeepAlive::default())
                 .into_response()
         }
-        Ok(outcome) => match outcome.to_v1() {
-            Ok(v) => {
-                let mut resp = (StatusCode::OK, v.to_string()).into_response();
+        Ok(outcome) => match outcome.to_v1_json(None) {
+            Ok(text) => {
+                let mut resp = (StatusCode::OK, text).into_response();
                 resp.headers_mut()
                     .insert(header::CONTENT_TYPE, content_type(a2a_json));
                 resp

@@ -20,6 +20,8 @@ pub struct TaskHead {
     pub last_seq: i64,
     pub history_len: i64,
     pub parked: bool,
+    /// When the task last changed.
+    pub updated_ms: i64,
     /// The dialect the task was created in: `v1`, `v0.3` or `legacy`.
     pub dialect: String,
 }
@@ -109,6 +111,7 @@ impl NewTask {
             last_seq: 1,
             history_len: 1,
             parked: self.status.state.is_interrupted(),
+            updated_ms: self.now_ms,
             dialect: self.dialect.to_owned(),
         }
     }
@@ -116,7 +119,7 @@ impl NewTask {
 
 /// The head's columns, in the order [`head_row`] reads them.
 const HEAD_COLUMNS: &str =
-    "id, agent_id, owner, context_id, state, last_seq, history_len, parked, dialect";
+    "id, agent_id, owner, context_id, state, last_seq, history_len, parked, dialect, updated_ms";
 
 fn head_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, TaskHead)> {
     Ok((
@@ -131,6 +134,7 @@ fn head_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, TaskHead)> {
             history_len: r.get(6)?,
             parked: r.get(7)?,
             dialect: r.get(8)?,
+            updated_ms: r.get(9)?,
         },
     ))
 }
@@ -164,33 +168,41 @@ pub fn set_status(conn: &Connection, id: &str, status: &TaskStatus, now_ms: i64)
     Ok(())
 }
 
-/// Replaces a task's status, appends the status's message (if any) to its
-/// history and records `ev`, with one update of the task's row. Returns the
-/// event's sequence number.
+/// Replaces the status of the task `h` heads, appends the status's message
+/// (if any) to its history and records `ev`, with one update of the task's
+/// row. Returns the event's sequence number.
 pub fn record_status(
     conn: &Connection,
-    id: &str,
+    h: &TaskHead,
     status: &TaskStatus,
     ev: &StreamResponse,
     now_ms: i64,
 ) -> Result<i64> {
+    // Setting `updated_ms` rewrites the four indexes that hold it, even to
+    // the same value: a task created and parked in one millisecond (every
+    // human task) leaves it alone.
+    let same_ms = now_ms == h.updated_ms;
+    let sql = if same_ms {
+        "UPDATE tasks SET state = ?2, status = ?3, parked = ?4,
+                history_len = history_len + ?5, last_seq = last_seq + 1
+         WHERE id = ?1 RETURNING history_len, last_seq"
+    } else {
+        "UPDATE tasks SET state = ?2, status = ?3, parked = ?4,
+                history_len = history_len + ?5, last_seq = last_seq + 1, updated_ms = ?6
+         WHERE id = ?1 RETURNING history_len, last_seq"
+    };
+    let id = &h.id;
+    let (state, status_json, parked) = (
+        status.state.number(),
+        to_json(status)?,
+        status.state.is_interrupted(),
+    );
+    let added = i64::from(status.message.is_some());
+    let all: [&dyn rusqlite::ToSql; 6] = [id, &state, &status_json, &parked, &added, &now_ms];
+    let args = if same_ms { &all[..5] } else { &all[..] };
     let (history_len, seq): (i64, i64) = conn
-        .prepare_cached(
-            "UPDATE tasks SET state = ?2, status = ?3, parked = ?4, updated_ms = ?5,
-                    history_len = history_len + ?6, last_seq = last_seq + 1
-             WHERE id = ?1 RETURNING history_len, last_seq",
-        )?
-        .query_row(
-            params![
-                id,
-                status.state.number(),
-                to_json(status)?,
-                status.state.is_interrupted(),
-                now_ms,
-                i64::from(status.message.is_some()),
-            ],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        .prepare_cached(sql)?
+        .query_row(args, |r| Ok((r.get(0)?, r.get(1)?)))?;
     if let Some(m) = &status.message {
         insert_message(conn, id, history_len, m)?;
     }
@@ -341,8 +353,8 @@ pub fn load(
         .query_row([id], |r| {
             Ok((
                 head_row(r)?,
-                r.get::<_, String>(9)?,
-                r.get::<_, Option<String>>(10)?,
+                r.get::<_, String>(10)?,
+                r.get::<_, Option<String>>(11)?,
             ))
         })
         .optional()?;
