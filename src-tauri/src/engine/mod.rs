@@ -110,22 +110,6 @@ impl From<store::Error> for Error {
     }
 }
 
-/// Records an event and what it owes (push notifications, chain hops), in
-/// the caller's transaction; `entered` is the state the event moved the task
-/// into, if it changed. Every event is recorded through here.
-fn log_event(
-    conn: &rusqlite::Connection,
-    task_id: &str,
-    ev: &StreamResponse,
-    entered: Option<TaskState>,
-    max_depth: i64,
-    now: i64,
-) -> Result<i64, store::Error> {
-    let seq = tasks::append_event(conn, task_id, ev, now)?;
-    store::dispatch::fan_out(conn, task_id, seq, ev, entered, max_depth, now)?;
-    Ok(seq)
-}
-
 /// Applies one step to the task `h` heads, in the caller's transaction:
 /// checks the move, stores it with its event and what the event owes.
 /// `Ok(Err(_))` refuses the step (nothing written); `Ok(Ok(None))` is a step
@@ -163,7 +147,7 @@ fn apply_step(
                 status: status.clone(),
                 metadata: None,
             });
-            let seq = tasks::record_status(conn, h, &status, &body, now)?;
+            let seq = tasks::record_status(conn, h, &status, status.message.as_ref(), &body, now)?;
             crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
             (state, body, seq)
         }
@@ -630,7 +614,7 @@ impl Engine {
                 .write_then(
                     move |conn| {
                         let first = StreamResponse::Task(task);
-                        tasks::create(conn, &new, &msg, &first)?;
+                        let mut head = tasks::create(conn, &new, &msg, &first)?;
                         // Stored before the first event goes out: it is owed
                         // that event too.
                         if let Some(mut cfg) = inline_push {
@@ -638,7 +622,6 @@ impl Engine {
                             cfg.id.get_or_insert_with(|| new.id.clone());
                             tasks::put_push_config(conn, &cfg, push_dialect, now)?;
                         }
-                        let mut head = new.head();
                         store::dispatch::fan_out(
                             conn,
                             &new.id,

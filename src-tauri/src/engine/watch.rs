@@ -51,16 +51,13 @@ impl Engine {
                 move |conn| {
                     let now = now_ms();
                     let existing = peers::watched_task(conn, &peer_id, &remote.id)?;
-                    let (id, old_state, agent_id, owner) = match existing {
-                        Some(id) => {
-                            let head = tasks::head(conn, &id)?.ok_or_else(|| {
-                                crate::store::Error::Corrupt(format!("watched task {id} vanished"))
-                            })?;
-                            (id, head.state, head.agent_id, head.owner)
-                        }
+                    let head = match existing {
+                        Some(id) => tasks::head(conn, &id)?.ok_or_else(|| {
+                            crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                        })?,
                         None => {
                             let id = new_id();
-                            tasks::insert_task(
+                            let head = tasks::insert_task(
                                 conn,
                                 &NewTask {
                                     id: id.clone(),
@@ -85,17 +82,16 @@ impl Engine {
                                 subscription.as_deref(),
                                 true,
                             )?;
-                            if let Some(h) = &hop {
-                                crate::store::dispatch::link_child(conn, h, &id)?;
-                            }
-                            (
-                                id,
-                                TaskState::Submitted,
-                                peer_id.clone(),
-                                WATCHED_OWNER.to_owned(),
-                            )
+                            head
                         }
                     };
+                    let (id, old_state) = (head.id.clone(), head.state);
+                    // The peer's push about the new task may have created
+                    // the mirror before the answer that started it arrived:
+                    // the hop is linked to the mirror either way.
+                    if let Some(h) = &hop {
+                        crate::store::dispatch::link_child(conn, h, &id)?;
+                    }
                     if old_state.is_terminal() {
                         return Ok((id, None));
                     }
@@ -127,20 +123,23 @@ impl Engine {
                     if current.status == status && old_state == status.state {
                         return Ok((id, None));
                     }
-                    tasks::set_status(conn, &id, &status, now)?;
-                    sync_turn(conn, &id, &agent_id, old_state, status.state, now)?;
                     let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
                         task_id: id.clone(),
                         context_id: remote.context_id.clone(),
                         status: status.clone(),
                         metadata: None,
                     });
+                    // The status's message is in the history already (above).
+                    let seq = tasks::record_status(conn, &head, &status, None, &body, now)?;
+                    sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
                     let entered = (old_state != status.state).then_some(status.state);
-                    let seq = super::log_event(conn, &id, &body, entered, max_depth, now)?;
+                    crate::store::dispatch::fan_out(
+                        conn, &id, seq, &body, entered, max_depth, now,
+                    )?;
                     let ev = Event {
                         task_id: id.clone(),
-                        agent_id,
-                        owner,
+                        agent_id: head.agent_id,
+                        owner: head.owner,
                         seq,
                         state: status.state,
                         body,

@@ -24,6 +24,7 @@ fn rule_of(body: &str) -> Result<ChainRule> {
 /// Records what an event owes: push notifications to the task's configs,
 /// and (when the event moved the task to `entered`) the hops of the chain
 /// rules that state fires. Returns how many outbox items were queued.
+/// Every event stored is passed here, in the transaction that stores it.
 pub fn fan_out(
     conn: &Connection,
     task_id: &str,

@@ -50,8 +50,8 @@ fn state_of(n: i64) -> Result<TaskState> {
     TaskState::from_number(n).ok_or_else(|| Error::Corrupt(format!("unknown stored state {n}")))
 }
 
-/// Inserts a new task row.
-pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
+/// Inserts a new task row, without history or events; returns its head.
+pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
@@ -70,13 +70,34 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<()> {
         t.now_ms,
         t.dialect,
     ])?;
-    Ok(())
+    Ok(new_head(t, 0))
+}
+
+/// The head of the task `t` once it holds `n` messages and `n` events.
+fn new_head(t: &NewTask, n: i64) -> TaskHead {
+    TaskHead {
+        id: t.id.clone(),
+        agent_id: t.agent_id.clone(),
+        owner: t.owner.clone(),
+        context_id: t.context_id.clone(),
+        state: t.status.state,
+        last_seq: n,
+        history_len: n,
+        parked: t.status.state.is_interrupted(),
+        updated_ms: t.now_ms,
+        dialect: t.dialect.to_owned(),
+    }
 }
 
 /// Creates a task with its first message and its first event (sequence
 /// number 1 of each), in three statements: counting them up one by one took
-/// two more updates of the new row.
-pub fn create(conn: &Connection, t: &NewTask, first: &Message, ev: &StreamResponse) -> Result<()> {
+/// two more updates of the new row. Returns the new task's head.
+pub fn create(
+    conn: &Connection,
+    t: &NewTask,
+    first: &Message,
+    ev: &StreamResponse,
+) -> Result<TaskHead> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
@@ -96,25 +117,8 @@ pub fn create(conn: &Connection, t: &NewTask, first: &Message, ev: &StreamRespon
         t.dialect,
     ])?;
     insert_message(conn, &t.id, 1, first)?;
-    insert_event(conn, &t.id, 1, ev, t.now_ms)
-}
-
-impl NewTask {
-    /// The head of the task as [`create`] stores it.
-    pub fn head(&self) -> TaskHead {
-        TaskHead {
-            id: self.id.clone(),
-            agent_id: self.agent_id.clone(),
-            owner: self.owner.clone(),
-            context_id: self.context_id.clone(),
-            state: self.status.state,
-            last_seq: 1,
-            history_len: 1,
-            parked: self.status.state.is_interrupted(),
-            updated_ms: self.now_ms,
-            dialect: self.dialect.to_owned(),
-        }
-    }
+    insert_event(conn, &t.id, 1, ev, t.now_ms)?;
+    Ok(new_head(t, 1))
 }
 
 /// The head's columns, in the order [`head_row`] reads them.
@@ -153,28 +157,15 @@ pub fn head(conn: &Connection, id: &str) -> Result<Option<TaskHead>> {
         .transpose()
 }
 
-/// Replaces a task's status. A task is parked exactly while it is interrupted.
-pub fn set_status(conn: &Connection, id: &str, status: &TaskStatus, now_ms: i64) -> Result<()> {
-    conn.prepare_cached(
-        "UPDATE tasks SET state = ?2, status = ?3, parked = ?4, updated_ms = ?5 WHERE id = ?1",
-    )?
-    .execute(params![
-        id,
-        status.state.number(),
-        to_json(status)?,
-        status.state.is_interrupted(),
-        now_ms
-    ])?;
-    Ok(())
-}
-
-/// Replaces the status of the task `h` heads, appends the status's message
-/// (if any) to its history and records `ev`, with one update of the task's
-/// row. Returns the event's sequence number.
+/// Replaces the status of the task `h` heads, appends `message` (if any) to
+/// its history and records `ev`, with one update of the task's row. A task
+/// is parked exactly while it is interrupted. Returns the event's sequence
+/// number.
 pub fn record_status(
     conn: &Connection,
     h: &TaskHead,
     status: &TaskStatus,
+    message: Option<&Message>,
     ev: &StreamResponse,
     now_ms: i64,
 ) -> Result<i64> {
@@ -197,13 +188,13 @@ pub fn record_status(
         to_json(status)?,
         status.state.is_interrupted(),
     );
-    let added = i64::from(status.message.is_some());
+    let added = i64::from(message.is_some());
     let all: [&dyn rusqlite::ToSql; 6] = [id, &state, &status_json, &parked, &added, &now_ms];
     let args = if same_ms { &all[..5] } else { &all[..] };
     let (history_len, seq): (i64, i64) = conn
         .prepare_cached(sql)?
         .query_row(args, |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if let Some(m) = &status.message {
+    if let Some(m) = message {
         insert_message(conn, id, history_len, m)?;
     }
     insert_event(conn, id, seq, ev, now_ms)?;
