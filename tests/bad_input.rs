@@ -494,6 +494,53 @@ async fn a_client_trickling_its_headers_is_disconnected() {
     assert_eq!(list["totalSize"], 0);
 }
 
+/// A connection that sends nothing has not picked a protocol yet, and HTTP/2
+/// has no header timeout of its own: both are closed once they have gone the
+/// header timeout without a request.
+#[tokio::test]
+async fn connections_that_never_complete_a_request_are_closed_in_either_protocol() {
+    let s = Server::start(Some(CONFIG));
+    let addr = s.base.trim_start_matches("http://").to_owned();
+
+    let (mut r, _w) = TcpStream::connect(&addr)
+        .await
+        .expect("connect")
+        .into_split();
+    let started = Instant::now();
+    let (got, closed) = read_until_closed(&mut r, Duration::from_secs(10)).await;
+    assert!(closed, "the server held a silent connection for 10 s");
+    assert!(got.is_empty(), "{got:?}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "closed only after {took:?}");
+
+    // HTTP/2 with prior knowledge: the preface, an empty SETTINGS frame, then
+    // a HEADERS frame (stream 1, 64 bytes announced, not the end of the
+    // headers) whose bytes trickle in one every 200 ms.
+    let (mut r, w) = TcpStream::connect(&addr)
+        .await
+        .expect("connect")
+        .into_split();
+    let mut head = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    head.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    head.extend_from_slice(&[0, 0, 64, 0x1, 0, 0, 0, 0, 1]);
+    let started = Instant::now();
+    let writer = slow_writer(w, head, vec![0x82]);
+    let (got, closed) = read_until_closed(&mut r, Duration::from_secs(10)).await;
+    assert!(
+        closed,
+        "the server held a trickling HTTP/2 connection for 10 s"
+    );
+    // It spoke HTTP/2: its first frame is its SETTINGS.
+    assert_eq!(got.get(3), Some(&0x4), "{got:?}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "closed only after {took:?}");
+    writer.abort();
+
+    // Everyone else is still served.
+    let list = s.client().rpc_ok("inbox", "ListTasks", json!({})).await;
+    assert_eq!(list["totalSize"], 0);
+}
+
 #[tokio::test]
 async fn a_client_trickling_its_body_gets_408_on_every_surface_and_is_disconnected() {
     let s = Server::start(Some(CONFIG));

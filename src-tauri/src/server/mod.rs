@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod card;
+mod conn;
 pub mod instance;
 pub mod jsonrpc;
 pub mod ops;

@@ -178,7 +178,7 @@ pub async fn serve_until(
     });
     let app = router(state.clone());
     let header_timeout = std::time::Duration::from_secs(state.config.limits.header_timeout_secs);
-    serve_connections(listener, app, header_timeout, async move {
+    super::conn::serve(listener, app, header_timeout, async move {
         signal.await;
         tracing::info!("shutting down: finishing requests in flight");
         let _ = shutdown_tx.send(true);
@@ -188,67 +188,6 @@ pub async fn serve_until(
     store.close().await;
     tracing::info!("database closed");
     Ok(())
-}
-
-/// Accepts connections and serves `app` on each (HTTP/1.1 and HTTP/2) until
-/// `stop` resolves, then lets the requests in flight finish. A client that
-/// has not sent a request's headers within `header_timeout` is disconnected.
-async fn serve_connections(
-    listener: TcpListener,
-    app: axum::Router,
-    header_timeout: std::time::Duration,
-    stop: impl Future<Output = ()>,
-) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
-    use hyper_util::server::graceful::GracefulShutdown;
-    use hyper_util::service::TowerToHyperService;
-    use tower::ServiceExt as _;
-
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
-    builder.http2().timer(TokioTimer::new());
-    let graceful = GracefulShutdown::new();
-    let mut stop = std::pin::pin!(stop);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait, then go on.
-                    tracing::warn!("cannot accept a connection: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = &mut stop => break,
-        };
-        let _ = stream.set_nodelay(true);
-        // The caller's address, for the rate limits (what axum's
-        // `ConnectInfo` extractor reads).
-        let app =
-            app.clone()
-                .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
-                    req.extensions_mut()
-                        .insert(axum::extract::ConnectInfo(peer));
-                    req
-                });
-        let service = TowerToHyperService::new(app);
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("connection ended: {e}");
-            }
-        });
-    }
-    drop(listener);
-    graceful.shutdown().await;
 }
 
 async fn outbox_engine_run(engine: Engine, shutdown: watch::Receiver<bool>) {

@@ -1,0 +1,226 @@
+//! Serving accepted connections: HTTP/1.1 and HTTP/2 on one port, a limit on
+//! how long a connection may sit without a request, and a graceful stop.
+//!
+//! hyper's `header_read_timeout` guards HTTP/1.1 only. A client that opens a
+//! connection and sends nothing (hyper is still deciding which protocol it
+//! speaks), or speaks HTTP/2 and never completes a request's headers (or
+//! trickles them), would hold the connection forever. So every connection
+//! counts its requests in flight, and one that has had none for the header
+//! timeout, before its first request or (HTTP/2) between requests, is shut
+//! down: gracefully first, then dropped if it still lingers.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use hyper::body::{Frame, SizeHint};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// What one connection's requests are doing.
+struct Activity {
+    opened: Instant,
+    in_flight: AtomicUsize,
+    /// When a request last started or finished, in ms after `opened`.
+    last_ms: AtomicU64,
+    /// The client has sent a request over HTTP/1.x, whose connections
+    /// hyper's own header timeout already guards.
+    http1: AtomicBool,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            opened: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+            http1: AtomicBool::new(false),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Release);
+    }
+
+    /// When the connection will have gone `limit` without a request, or
+    /// `None` while one is in flight or hyper watches the connection itself.
+    fn idle_deadline(&self, limit: Duration) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 || self.http1.load(Ordering::Acquire) {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
+        Some(self.opened + last + limit)
+    }
+}
+
+/// A request in flight, from its headers to the end of its response body.
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        activity.touch();
+        InFlight(activity.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted until it is sent or
+/// dropped (a stream can last much longer than its handler).
+pub struct Tracked {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Accepts connections and serves `app` on each until `stop` resolves, then
+/// lets the requests in flight finish. A connection without a request for
+/// `idle_limit` (see the module's notes) is closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    idle_limit: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(idle_limit);
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    let (stopping_tx, stopping) = watch::channel(false);
+    // Each connection holds a sender; when all are gone, all have ended.
+    let (alive_tx, mut all_ended) = mpsc::channel::<()>(1);
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, then go on.
+                    tracing::warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let activity = Arc::new(Activity::new());
+        let service = service(app.clone(), peer, activity.clone());
+        let (builder, stopping, alive) = (builder.clone(), stopping.clone(), alive_tx.clone());
+        tokio::spawn(async move {
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let mut stopping = stopping;
+            // Shut down gracefully when the server stops or the connection
+            // idles too long; dropped if it then idles another `idle_limit`.
+            let mut closing = false;
+            loop {
+                let check = activity
+                    .idle_deadline(idle_limit)
+                    .unwrap_or_else(|| Instant::now() + idle_limit);
+                tokio::select! {
+                    ended = conn.as_mut() => {
+                        if let Err(e) = ended {
+                            tracing::debug!("connection ended: {e}");
+                        }
+                        break;
+                    }
+                    _ = stopping.wait_for(|s| *s), if !closing => {
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                    _ = tokio::time::sleep_until(check) => {
+                        if activity.idle_deadline(idle_limit).is_some_and(|d| d <= Instant::now()) {
+                            if closing {
+                                tracing::debug!("dropped a connection still idle while closing");
+                                break;
+                            }
+                            tracing::debug!("closing a connection without a request for {idle_limit:?}");
+                            conn.as_mut().graceful_shutdown();
+                            closing = true;
+                            activity.touch();
+                        }
+                    }
+                }
+            }
+            drop(alive);
+        });
+    }
+    drop(listener);
+    let _ = stopping_tx.send(true);
+    drop(alive_tx);
+    let _ = all_ended.recv().await;
+}
+
+/// The service for one connection: the app, with the caller's address (what
+/// axum's `ConnectInfo` extractor reads, for the rate limits) and each
+/// request counted in flight.
+fn service(
+    app: axum::Router,
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+) -> hyper_util::service::TowerToHyperService<
+    impl tower::Service<
+        axum::http::Request<hyper::body::Incoming>,
+        Response = axum::http::Response<Tracked>,
+        Error = std::convert::Infallible,
+        Future = impl Send,
+    > + Clone,
+> {
+    use tower::ServiceExt as _;
+    let svc = tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        if req.version() < axum::http::Version::HTTP_2 {
+            activity.http1.store(true, Ordering::Release);
+        }
+        let in_flight = InFlight::start(&activity);
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        let call = app.clone().oneshot(req);
+        async move {
+            let resp = call.await?;
+            Ok(resp.map(|inner| Tracked {
+                inner,
+                _in_flight: in_flight,
+            }))
+        }
+    });
+    hyper_util::service::TowerToHyperService::new(svc)
+}
