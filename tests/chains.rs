@@ -408,3 +408,155 @@ action = {{ kind = "push", url = "http://{addr}/done", auth_scheme = "Bearer", c
     .await;
     assert_eq!(h[0]["ruleId"], "chain-1");
 }
+
+/// A peer that pushes before it answers: on SendMessage it parks a new task,
+/// sends the caller's webhook a push about it, and answers 300 ms later.
+/// GetTask returns the task. Serves its card at the root.
+async fn eager_pusher() -> String {
+    use std::sync::{Arc, Mutex};
+    type Tasks = Arc<Mutex<Vec<Value>>>;
+
+    async fn rpc(
+        axum::extract::State(tasks): axum::extract::State<Tasks>,
+        axum::Json(req): axum::Json<Value>,
+    ) -> axum::Json<Value> {
+        let p = &req["params"];
+        let result = match req["method"].as_str() {
+            Some("SendMessage") => {
+                let task = {
+                    let mut all = tasks.lock().unwrap();
+                    let n = all.len() + 1;
+                    let task = json!({
+                        "id": format!("p-{n}"),
+                        "contextId": format!("c-{n}"),
+                        "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {
+                            "messageId": format!("ask-{n}"), "role": "ROLE_AGENT",
+                            "parts": [{"text": "which one?"}]}},
+                        "history": [p["message"]],
+                    });
+                    all.push(task.clone());
+                    task
+                };
+                let hook = &p["configuration"]["taskPushNotificationConfig"];
+                let (url, token) = (hook["url"].as_str(), hook["token"].as_str());
+                if let (Some(url), Some(token)) = (url, token) {
+                    let (url, token, body) =
+                        (url.to_owned(), token.to_owned(), json!({"task": task}));
+                    tokio::spawn(async move {
+                        let _ = reqwest::Client::new()
+                            .post(url)
+                            .header("A2A-Notification-Token", token)
+                            .json(&body)
+                            .send()
+                            .await;
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                json!({"task": task})
+            }
+            Some("GetTask") => {
+                let all = tasks.lock().unwrap();
+                let found = all.iter().find(|t| t["id"] == p["id"]).cloned();
+                match found {
+                    Some(t) => t,
+                    None => {
+                        return axum::Json(json!({"jsonrpc": "2.0", "id": req["id"],
+                            "error": {"code": -32001, "message": "no such task"}}));
+                    }
+                }
+            }
+            _ => {
+                return axum::Json(json!({"jsonrpc": "2.0", "id": req["id"],
+                    "error": {"code": -32601, "message": "not here"}}));
+            }
+        };
+        axum::Json(json!({"jsonrpc": "2.0", "id": req["id"], "result": result}))
+    }
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let card = json!({
+        "name": "eager", "description": "pushes before it answers", "version": "1",
+        "supportedInterfaces": [{"url": format!("{base}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"pushNotifications": true, "streaming": false},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "any", "name": "any", "description": "anything", "tags": ["any"]}],
+    });
+    let tasks: Tasks = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            axum::routing::get(move || async move { axum::Json(card) }),
+        )
+        .route("/rpc", axum::routing::post(rpc))
+        .with_state(tasks);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// Loop protection reads a started task's ancestry from its mirror's first
+/// event. A peer that pushes about the new task before answering must not
+/// get that event recorded without the hop that started it: the push waits
+/// for the start, so the rule that would loop is refused on its second turn.
+#[tokio::test]
+async fn a_peer_pushing_before_it_answers_does_not_escape_loop_protection() {
+    let peer = eager_pusher().await;
+    let a = Server::start(Some(&format!(
+        r#"[webhooks]
+sweep_secs = 0
+
+[[agents]]
+id = "inbox"
+
+[[peers]]
+id = "p"
+url = "{peer}"
+
+[[chains]]
+id = "to-p"
+trigger = {{ agent = "inbox" }}
+action = {{ kind = "send", peer = "p", template = "go" }}
+
+# The peer's parked tasks go to it again: a loop.
+[[chains]]
+id = "again"
+trigger = {{ peer = "p", states = ["input-required"] }}
+action = {{ kind = "send", peer = "p", template = "again" }}
+"#
+    )));
+    let da = a.data_dir.clone();
+    let sent = a
+        .client()
+        .rpc_ok(
+            "inbox",
+            "SendMessage",
+            json!({"message": message("m-1", "start")}),
+        )
+        .await;
+    let parent = sent["task"]["id"].as_str().unwrap().to_owned();
+    run_cli_ok(&da, &["approve", &parent], Duration::from_secs(30)).await;
+    let all = eventually(
+        "the loop is refused",
+        || hops(&da),
+        |h| h.iter().any(|h| h["state"] == "refused"),
+    )
+    .await;
+    let again: Vec<&Value> = all.iter().filter(|h| h["ruleId"] == "again").collect();
+    assert_eq!(again.len(), 2, "{all:#?}");
+    let first = again
+        .iter()
+        .find(|h| h["state"] == "delivered")
+        .unwrap_or_else(|| panic!("{all:#?}"));
+    assert_eq!(
+        first["depth"], 2,
+        "its ancestry holds the hop `to-p`: {all:#?}"
+    );
+    let refused = again
+        .iter()
+        .find(|h| h["state"] == "refused")
+        .unwrap_or_else(|| panic!("{all:#?}"));
+    assert!(
+        refused["reason"].as_str().unwrap_or("").contains("cycle"),
+        "{refused}"
+    );
+}

@@ -101,6 +101,8 @@ struct Inner {
     limits: Limits,
     /// Counts of recent queue pages (see [`queue::CountsCache`]).
     queue_counts: queue::CountsCache,
+    /// Chain hops being started on peers (see [`watch::Starts`]).
+    starts: watch::Starts,
 }
 
 impl From<store::Error> for Error {
@@ -303,6 +305,7 @@ impl Engine {
                 agents,
                 limits,
                 queue_counts: queue::CountsCache::default(),
+                starts: watch::Starts::default(),
             }),
         }
     }

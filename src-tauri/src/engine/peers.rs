@@ -446,6 +446,7 @@ impl Engine {
         message: Message,
         hop: Option<String>,
     ) -> Result<Task, PeerError> {
+        let _starting = hop.is_some().then(|| self.starting(peer_id));
         // A fresh card: a new task goes only to the agent the person trusted.
         let (rec, card) = self.peer_card(peer_id, true).await?;
         Self::ensure_trusted(&rec)?;
@@ -491,6 +492,8 @@ impl Engine {
         subscription: Option<&str>,
         remote_id: &str,
     ) -> Result<String, PeerError> {
+        // A task a chain hop is starting there is mirrored by that start.
+        self.await_starts(peer_id, remote_id).await;
         let (rec, card) = self.peer_card(peer_id, false).await?;
         let task = self
             .client()?

@@ -6,6 +6,12 @@
 //! [`Engine::mirror`], which is idempotent, so duplicate and out-of-order
 //! pushes, the periodic sweep and a restart all converge on the peer's truth.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
 use super::{Engine, Event, new_id};
 use crate::a2a::types::{StreamResponse, Task, TaskState, TaskStatusUpdateEvent};
 use crate::clock::now_ms;
@@ -15,7 +21,88 @@ use crate::store::{NewTask, peers, tasks};
 /// The owner recorded on watched tasks (they belong to the person).
 pub const WATCHED_OWNER: &str = "peer";
 
+/// The longest a push about a task we do not mirror yet waits for chain
+/// hops being started on its peer.
+const START_WAIT: Duration = Duration::from_secs(5);
+
+/// Chain hops being started on peers, by peer. The transaction that stores
+/// a started task's mirror links it to its hop, and loop protection reads
+/// that link from the mirror's first event on; a push from the peer about
+/// the new task can arrive before the peer's answer does, so a push about a
+/// task we do not mirror yet waits for the peer's starts to finish.
+#[derive(Default)]
+pub(super) struct Starts {
+    by_peer: Mutex<HashMap<String, usize>>,
+    finished: Notify,
+}
+
+impl Starts {
+    fn count(&self, peer_id: &str) -> usize {
+        self.by_peer
+            .lock()
+            .map(|m| m.get(peer_id).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+}
+
+/// A hop being started on a peer, until dropped.
+pub(super) struct Starting {
+    engine: Engine,
+    peer_id: String,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        let starts = &self.engine.inner.starts;
+        if let Ok(mut m) = starts.by_peer.lock()
+            && let Some(n) = m.get_mut(&self.peer_id)
+        {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.peer_id);
+            }
+        }
+        starts.finished.notify_waiters();
+    }
+}
+
 impl Engine {
+    /// Marks a chain hop as being started on `peer_id` until the result is
+    /// dropped (see [`Starts`]).
+    pub(super) fn starting(&self, peer_id: &str) -> Starting {
+        if let Ok(mut m) = self.inner.starts.by_peer.lock() {
+            *m.entry(peer_id.to_owned()).or_default() += 1;
+        }
+        Starting {
+            engine: self.clone(),
+            peer_id: peer_id.to_owned(),
+        }
+    }
+
+    /// Waits (at most [`START_WAIT`]) until no hop is being started on
+    /// `peer_id` or we mirror its task `remote_id`.
+    pub(super) async fn await_starts(&self, peer_id: &str, remote_id: &str) {
+        let starts = &self.inner.starts;
+        let deadline = tokio::time::Instant::now() + START_WAIT;
+        loop {
+            let finished = starts.finished.notified();
+            if starts.count(peer_id) == 0 {
+                return;
+            }
+            let mirrored = self
+                .inner
+                .store
+                .read_point(|conn| peers::watched_task(conn, peer_id, remote_id));
+            if !matches!(mirrored, Ok(None)) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, finished).await.is_err() {
+                tracing::debug!(peer = %peer_id, "a push waited {START_WAIT:?} for starts on its peer; mirroring it now");
+                return;
+            }
+        }
+    }
+
     /// Brings our mirror of `remote` (a task on `peer_id`) up to date, creating
     /// it the first time, and returns our id for it. Parking and unparking
     /// follow from the state, exactly as for served tasks. A mirror that is
