@@ -52,11 +52,16 @@ fn state_of(n: i64) -> Result<TaskState> {
 
 /// Inserts a new task row, without history or events; returns its head.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
+    insert_row(conn, t, 0)
+}
+
+/// Inserts the row of a task that will hold `n` messages and `n` events.
+fn insert_row(conn: &Connection, t: &NewTask, n: i64) -> Result<TaskHead> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
-                            parked, created_ms, updated_ms, dialect)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+                            parked, created_ms, updated_ms, dialect, history_len, last_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?11)",
     )?
     .execute(params![
         t.id,
@@ -69,8 +74,9 @@ pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
         t.status.state.is_interrupted(),
         t.now_ms,
         t.dialect,
+        n,
     ])?;
-    Ok(new_head(t, 0))
+    Ok(new_head(t, n))
 }
 
 /// The head of the task `t` once it holds `n` messages and `n` events.
@@ -98,27 +104,10 @@ pub fn create(
     first: &Message,
     ev: &StreamResponse,
 ) -> Result<TaskHead> {
-    let metadata = t.metadata.as_ref().map(to_json).transpose()?;
-    conn.prepare_cached(
-        "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
-                            parked, created_ms, updated_ms, dialect, history_len, last_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, 1, 1)",
-    )?
-    .execute(params![
-        t.id,
-        t.agent_id,
-        t.owner,
-        t.context_id,
-        t.status.state.number(),
-        to_json(&t.status)?,
-        metadata,
-        t.status.state.is_interrupted(),
-        t.now_ms,
-        t.dialect,
-    ])?;
+    let head = insert_row(conn, t, 1)?;
     insert_message(conn, &t.id, 1, first)?;
     insert_event(conn, &t.id, 1, ev, t.now_ms)?;
-    Ok(new_head(t, 1))
+    Ok(head)
 }
 
 /// The head's columns, in the order [`head_row`] reads them.
