@@ -65,49 +65,6 @@ fn signed(card: &Value, key: &CardKey, base: &str) -> Value {
     card
 }
 
-struct Api {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
-impl Api {
-    fn new(s: &Server) -> Api {
-        Api {
-            http: reqwest::Client::new(),
-            base: s.base.clone(),
-            token: s.ui_token(),
-        }
-    }
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}/api{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let r = req.send().await.unwrap();
-        let status = r.status();
-        (status, r.json().await.unwrap_or(Value::Null))
-    }
-    async fn peer(&self, id: &str) -> Value {
-        let (_, list) = self.call(reqwest::Method::GET, "/peers", None).await;
-        list["peers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["id"] == id)
-            .cloned()
-            .unwrap()
-    }
-}
-
 async fn wait_for(api: &Api, task: &str, state: &str) -> Value {
     for _ in 0..300 {
         let (_, d) = api

@@ -408,3 +408,49 @@ pub async fn run_cli_ok(dir: &Path, args: &[&str], limit: Duration) -> String {
     assert_eq!(r.code, Some(0), "countersign {args:?} failed: {r:?}");
     r.stdout
 }
+
+/// The UI API of a server, with its token.
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    pub fn new(s: &Server) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: s.base.clone(),
+            token: s.ui_token(),
+        }
+    }
+    /// `method` on `/api{path}`: the status and the JSON body (null if none).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (reqwest::StatusCode, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}/api{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+    /// The peer `id` as `GET /api/peers` lists it.
+    pub async fn peer(&self, id: &str) -> Value {
+        let (_, list) = self.call(reqwest::Method::GET, "/peers", None).await;
+        list["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .cloned()
+            .unwrap()
+    }
+}
