@@ -316,11 +316,10 @@ impl Engine {
     }
 
     async fn deliver(&self, d: &DecisionRecord) -> Result<Delivery, String> {
-        let tid = d.task_id.clone();
         let head = self
             .inner
             .store
-            .read_point(move |conn| tasks::head(conn, &tid))
+            .read_point(|conn| tasks::head(conn, &d.task_id))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("task `{}` is gone", d.task_id))?;
         if !head.state.is_interrupted() {

@@ -197,11 +197,10 @@ impl Engine {
         // The list this item came from may predate the end of its previous
         // attempt (read, then that attempt committed and left the in-flight
         // set): go only if it is still pending and untried since.
-        let id = item.id.clone();
         let current = self
             .inner
             .store
-            .read_point(move |conn| p::outbox_item(conn, &id));
+            .read_point(|conn| p::outbox_item(conn, &item.id));
         match current {
             Ok(Some(now)) if now.status == "pending" && now.attempts == item.attempts => {}
             Ok(_) => return,

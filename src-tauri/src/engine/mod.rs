@@ -463,18 +463,15 @@ impl Engine {
         let mut chosen_id = None;
         if dialect == Dialect::Legacy
             && let Some(tid) = msg.task_id.clone()
-        {
-            let t = tid.clone();
-            if self
+            && self
                 .inner
                 .store
-                .read_point(move |conn| tasks::head(conn, &t))?
+                .read_point(|conn| tasks::head(conn, &tid))?
                 .is_none()
-            {
-                check_client_task_id(&tid)?;
-                msg.task_id = None;
-                chosen_id = Some(tid);
-            }
+        {
+            check_client_task_id(&tid)?;
+            msg.task_id = None;
+            chosen_id = Some(tid);
         }
         let continuing = msg.task_id.is_some();
         let relay = agent.config.backend == crate::config::BackendKind::Relay;
@@ -789,11 +786,10 @@ impl Engine {
         owner: &str,
         task_id: &str,
     ) -> Result<TaskHead, Error> {
-        let tid = task_id.to_owned();
         let head = self
             .inner
             .store
-            .read_point(move |conn| tasks::head(conn, &tid))?;
+            .read_point(|conn| tasks::head(conn, task_id))?;
         head.filter(|h| h.agent_id == agent.id() && h.owner == owner)
             .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
     }
@@ -818,11 +814,10 @@ impl Engine {
         task_id: &str,
         history: Option<usize>,
     ) -> Result<(TaskHead, Task), Error> {
-        let tid = task_id.to_owned();
         let found = self
             .inner
             .store
-            .read_point(move |conn| tasks::load(conn, &tid, history, true))?;
+            .read_point(|conn| tasks::load(conn, task_id, history, true))?;
         found
             .filter(|(h, _)| h.agent_id == agent.id() && h.owner == owner)
             .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
@@ -1029,10 +1024,9 @@ impl Engine {
         id: &str,
     ) -> Result<TaskPushNotificationConfig, Error> {
         self.owned_head(agent, owner, task_id).await?;
-        let (t, i) = (task_id.to_owned(), id.to_owned());
         self.inner
             .store
-            .read_point(move |conn| tasks::get_push_config(conn, &t, &i))?
+            .read_point(|conn| tasks::get_push_config(conn, task_id, id))?
             .ok_or_else(|| {
                 Error::TaskNotFound(format!("{task_id} (no push notification config `{id}`)"))
             })

@@ -276,10 +276,9 @@ impl Engine {
     }
 
     async fn peer_record(&self, id: &str) -> Result<PeerRecord, PeerError> {
-        let pid = id.to_owned();
         self.inner
             .store
-            .read_point(move |conn| p::peer(conn, &pid))?
+            .read_point(|conn| p::peer(conn, id))?
             .ok_or_else(|| PeerError::UnknownPeer(id.to_owned()))
     }
 
@@ -353,10 +352,9 @@ impl Engine {
         &self,
         id: &str,
     ) -> Result<Option<Subscription>, crate::store::Error> {
-        let sid = id.to_owned();
         self.inner
             .store
-            .read_point(move |conn| p::subscription(conn, &sid))
+            .read_point(|conn| p::subscription(conn, id))
     }
 
     /// When the peer offers push notifications and we know where it reaches

@@ -95,11 +95,10 @@ impl Engine {
             .ok_or_else(|| PeerError::Invalid("relay without an upstream".into()))?;
         let (rec, card) = self.peer_card(&upstream, false).await?;
         let auth = super::peers::auth_of(&rec.auth);
-        let tid = task_id.to_owned();
         let link = self
             .inner
             .store
-            .read_point(move |conn| peers::remote_of(conn, &tid))?;
+            .read_point(|conn| peers::remote_of(conn, task_id))?;
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
@@ -160,11 +159,10 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + FOLLOW_FOR;
         let mut pause = Duration::from_millis(100);
         loop {
-            let tid = task_id.to_owned();
             let state = self
                 .inner
                 .store
-                .read_point(move |conn| tasks::head(conn, &tid))?
+                .read_point(|conn| tasks::head(conn, task_id))?
                 .map(|h| h.state);
             if state.is_none_or(|s| s.is_terminal() || s.is_interrupted())
                 || tokio::time::Instant::now() > deadline

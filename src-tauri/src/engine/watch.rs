@@ -248,10 +248,9 @@ impl Engine {
         &self,
         task_id: &str,
     ) -> Result<Option<(String, String)>, crate::store::Error> {
-        let id = task_id.to_owned();
         self.inner
             .store
-            .read_point(move |conn| peers::remote_of(conn, &id))
+            .read_point(|conn| peers::remote_of(conn, task_id))
     }
 
     /// Watched tasks not yet finished: (our id, peer id, remote id).
