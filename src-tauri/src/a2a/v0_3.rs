@@ -258,9 +258,11 @@ pub fn decode_message(v: &Value, dialect: Dialect) -> Result<Message, Error> {
         _ => return Err(invalid("message.parts is required")),
     };
     let message_id = match dialect {
-        Dialect::Legacy => {
-            opt_str(m, "messageId", "message")?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
-        }
+        // Pre-0.3 clients need not name their messages; an empty name is
+        // no name, so it gets one too (0.3 and 1.0 require a non-empty id).
+        Dialect::Legacy => opt_str(m, "messageId", "message")?
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         _ => req_str(m, "messageId", "message")?,
     };
     Ok(Message {
@@ -825,6 +827,14 @@ mod tests {
         assert_eq!(req.message.task_id.as_deref(), Some("client-task-1"));
         assert_eq!(req.message.context_id.as_deref(), Some("s-1"));
         assert!(!req.message.message_id.is_empty());
+        // Found by the `codec_v0_3` fuzz target: an empty legacy message id
+        // was kept, so the send re-encoded for a 0.3 peer did not decode.
+        let empty_id = json!({"message": {"role": "user", "messageId": "",
+            "parts": [{"type": "text", "text": "hi"}]}});
+        let req = decode_send_params(&empty_id, Dialect::Legacy).unwrap();
+        assert!(!req.message.message_id.is_empty());
+        let again = decode_send_params(&encode_send_params(&req), Dialect::V03).unwrap();
+        assert_eq!(again.message, req.message);
         let wire = encode_task(&v1_task(), Dialect::Legacy);
         assert_eq!(wire["sessionId"], "c1");
         assert!(wire.get("kind").is_none());
