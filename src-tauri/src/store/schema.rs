@@ -187,6 +187,9 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO turn_search (rowid, turn_id, text)
         SELECT t.rowid, c.turn_id, c.text FROM temp.search_copy c JOIN turns t ON t.id = c.turn_id;
     DROP TABLE temp.search_copy;",
+    // 9: no query reads parked tasks by time (the queue reads open turns),
+    // yet every task that parks or unparks rewrote this index.
+    "DROP INDEX tasks_parked;",
 ];
 
 /// Brings the database up to the newest schema.
