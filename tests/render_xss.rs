@@ -1,14 +1,16 @@
 //! The renderer against a corpus of XSS vectors: whatever an agent sends, the
 //! HTML it becomes holds no active content.
 //!
-//! Every output is parsed the way a browser would parse it (html5ever through
-//! `scraper`), so attribute names are case-folded and values entity-decoded
-//! before they are checked; URLs are then parsed with the WHATWG URL parser,
-//! which strips tabs, newlines and surrounding controls as browsers do.
+//! Every output is checked by `common/active_content.rs`, the way a browser
+//! would read it; the markdown fuzz target uses the same checker.
 
 use countersign::a2a::types::Part;
 use countersign::render::{self, RenderedPart};
-use scraper::{Html, Node};
+use scraper::Html;
+
+#[path = "common/active_content.rs"]
+mod active_content;
+use active_content::{plain_text_problems, problems};
 
 /// One attack: its category, the agent's text, and a piece of it that must
 /// still be visible as text after rendering.
@@ -183,146 +185,6 @@ const CORPUS: &[Vector] = &[
     v(NestedMarkdown, "~~<svg onload=alert(1)>~~", "<svg onload=alert(1)>"),
 ];
 
-/// The only elements rendered markdown may contain (plus the `<html>` and
-/// `<body>` the parser wraps a fragment in; their attributes are checked too).
-const ALLOWED_ELEMENTS: &[&str] = &[
-    "html",
-    "body",
-    "a",
-    "blockquote",
-    "br",
-    "code",
-    "del",
-    "div",
-    "em",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "hr",
-    "img",
-    "input",
-    "li",
-    "ol",
-    "p",
-    "pre",
-    "strong",
-    "sup",
-    "table",
-    "tbody",
-    "td",
-    "th",
-    "thead",
-    "tr",
-    "ul",
-];
-
-/// Named by the issue: none of these may ever appear.
-const FORBIDDEN_ELEMENTS: &[&str] = &[
-    "script", "iframe", "frame", "frameset", "object", "embed", "svg", "math", "style", "form",
-    "meta", "base", "link", "template", "noscript", "xmp", "textarea", "button", "source",
-];
-
-/// Attributes that load, run or restyle something, beyond `on*` and URLs.
-const FORBIDDEN_ATTRIBUTES: &[&str] = &[
-    "style",
-    "srcset",
-    "srcdoc",
-    "formaction",
-    "action",
-    "background",
-    "poster",
-    "data",
-    "name",
-    "http-equiv",
-    "xmlns",
-];
-
-/// Everything wrong with one rendered output, as a browser would see it.
-fn problems(html: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let doc = Html::parse_fragment(html);
-    for node in doc.tree.nodes() {
-        match node.value() {
-            Node::Element(el) => {
-                let name = el.name().to_ascii_lowercase();
-                if FORBIDDEN_ELEMENTS.contains(&name.as_str()) {
-                    found.push(format!("forbidden element <{name}>"));
-                } else if !ALLOWED_ELEMENTS.contains(&name.as_str()) {
-                    found.push(format!("unexpected element <{name}>"));
-                }
-                for (attr, value) in el.attrs() {
-                    let attr = attr.to_ascii_lowercase();
-                    if attr.starts_with("on") {
-                        found.push(format!("event handler {attr} on <{name}>"));
-                    }
-                    if FORBIDDEN_ATTRIBUTES.contains(&attr.as_str()) {
-                        found.push(format!("attribute {attr} on <{name}>"));
-                    }
-                    match attr.as_str() {
-                        "href" if !is_allowed_href(value) => {
-                            found.push(format!("href {value:?} on <{name}>"));
-                        }
-                        "src" if !is_allowed_src(value) => {
-                            found.push(format!("src {value:?} on <{name}>"));
-                        }
-                        "id" if !value.starts_with("fn-") => {
-                            found.push(format!("unprefixed id {value:?}"));
-                        }
-                        "class" if !is_allowed_class(&name, value) => {
-                            found.push(format!("class {value:?} on <{name}>"));
-                        }
-                        "type" if value != "checkbox" => {
-                            found.push(format!("type {value:?} on <{name}>"));
-                        }
-                        _ => {}
-                    }
-                }
-                if name == "a" && el.attr("rel") != Some("noopener noreferrer") {
-                    found.push(format!("<a> without rel=noopener noreferrer: {html}"));
-                }
-                if name == "input" && el.attr("disabled").is_none() {
-                    found.push("enabled <input>".into());
-                }
-            }
-            Node::Comment(_) => found.push("comment".into()),
-            Node::Doctype(_) => found.push("doctype".into()),
-            Node::ProcessingInstruction(_) => found.push("processing instruction".into()),
-            Node::Document | Node::Fragment | Node::Text(_) => {}
-        }
-    }
-    found
-}
-
-/// Links: http, https, mailto, or an in-page footnote fragment.
-fn is_allowed_href(value: &str) -> bool {
-    if let Some(fragment) = value.strip_prefix('#') {
-        return fragment.starts_with("fn-");
-    }
-    url::Url::parse(value).is_ok_and(|u| matches!(u.scheme(), "http" | "https" | "mailto"))
-}
-
-/// Images: https only.
-fn is_allowed_src(value: &str) -> bool {
-    url::Url::parse(value).is_ok_and(|u| u.scheme() == "https")
-}
-
-fn is_allowed_class(element: &str, class: &str) -> bool {
-    match element {
-        "code" => class.strip_prefix("language-").is_some_and(|lang| {
-            !lang.is_empty()
-                && lang.chars().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '#' | '-')
-                })
-        }),
-        "div" => class == "footnote-definition",
-        "sup" => matches!(class, "footnote-reference" | "footnote-definition-label"),
-        _ => false,
-    }
-}
-
 fn visible_text(html: &str) -> String {
     Html::parse_fragment(html).root_element().text().collect()
 }
@@ -355,17 +217,13 @@ fn no_vector_leaves_active_content_in_markdown() {
 fn no_vector_leaves_any_markup_in_plain_text() {
     for vector in CORPUS {
         let html = render::plain(vector.input);
+        let found = plain_text_problems(&html);
+        assert!(
+            found.is_empty(),
+            "{:?} -> {html:?}: {found:?}",
+            vector.input
+        );
         let doc = Html::parse_fragment(&html);
-        for node in doc.tree.nodes() {
-            if let Node::Element(el) = node.value() {
-                assert!(
-                    matches!(el.name(), "html" | "body" | "br") && el.attrs().next().is_none(),
-                    "{:?} -> {html:?}",
-                    vector.input
-                );
-            }
-            assert!(!node.value().is_comment(), "{:?} -> {html:?}", vector.input);
-        }
         let shown: String = doc.root_element().text().collect();
         assert_eq!(
             shown,
@@ -476,4 +334,14 @@ fn the_checker_catches_active_content() {
     ] {
         assert!(!problems(bad).is_empty(), "checker missed {bad:?}");
     }
+    for bad in ["<b>x</b>", "a<br class=\"x\">b", "<!-- c -->", "<p>x</p>"] {
+        assert!(
+            !plain_text_problems(bad).is_empty(),
+            "plain-text checker missed {bad:?}"
+        );
+    }
+    assert_eq!(
+        plain_text_problems("a<br>b &lt;i&gt;"),
+        Vec::<String>::new()
+    );
 }
