@@ -11,11 +11,20 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-/// Shortest time between two checkpoints.
-const INTERVAL: Duration = Duration::from_millis(200);
+/// Shortest time between two checkpoints. Short, so that each copy is
+/// small: the thread shares a busy core with the writer and the request
+/// threads, and a copy of 200 ms of commits held that core for several
+/// milliseconds (p99 latency under load). It also bounds what the writer's
+/// own fallback checkpoint (below) finds left to copy. At 10 ms rather
+/// than 200 ms, p99 at 32 connections fell from 8 to 5 ms for durable
+/// SendMessage and from 12 to 8.5 ms for webhook pushes, at the same
+/// throughput; the worst case fell from about 40 ms to 12.
+const INTERVAL: Duration = Duration::from_millis(10);
 
-/// WAL pages after which a commit checkpoints by itself anyway: a fallback
-/// should this thread fall behind (SQLite's default is 1,000).
+/// WAL pages after which a commit checkpoints by itself anyway (SQLite's
+/// default is 1,000). The WAL only starts over from its beginning after a
+/// checkpoint that copied every frame, which the writer's own does: under
+/// sustained load this is what keeps the WAL file bounded.
 pub const FALLBACK_PAGES: i64 = 16_000;
 
 /// Wakes the checkpoint thread; cheap, never blocks.
