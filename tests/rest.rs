@@ -1210,10 +1210,15 @@ async fn card_urls_follow_the_request_host() {
         "/.well-known/agent-card.json",
         "/a2a/tck/.well-known/agent-card.json",
     ] {
-        let resp = get_card(&c, path, Some("agents.example.test:8443")).await;
-        assert_eq!(resp.status(), 200, "{path}");
-        let card: Value = resp.json().await.unwrap();
-        assert_card(&card, "tck", "agents.example.test:8443");
+        // Cards are cached per host: each host, asked again, gets its own.
+        for _ in 0..2 {
+            for host in ["agents.example.test:8443", "other.example.test"] {
+                let resp = get_card(&c, path, Some(host)).await;
+                assert_eq!(resp.status(), 200, "{path}");
+                let card: Value = resp.json().await.unwrap();
+                assert_card(&card, "tck", host);
+            }
+        }
     }
 }
 

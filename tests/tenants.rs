@@ -652,6 +652,9 @@ async fn unknown_tenants_and_agents_are_404_in_each_binding() {
         "/a2a/acme/desk/tasks",
         "/a2a/nosuch/inbox/.well-known/agent-card.json",
         "/a2a/acme/nosuch/.well-known/agent-card.json",
+        // A tenant has no card of its own, and an unknown agent none.
+        "/a2a/acme/.well-known/agent-card.json",
+        "/a2a/nosuch/.well-known/agent-card.json",
         // A tenant's agent is not reachable by its key as a default agent.
         "/a2a/acme%2Finbox/tasks",
     ] {

@@ -171,14 +171,21 @@ pub fn extended_card(state: &AppState, agent: &Agent, base: &str) -> Result<Agen
     Ok(card)
 }
 
-/// Serves a card (or the directory, or the JWKS) with caching headers.
-/// A card as sent: its bytes and their ETag.
+/// A card (or the directory, or the JWKS) as sent: its bytes and the values
+/// of its caching headers, made once so that a GET only copies them.
 pub struct Encoded {
     body: axum::body::Bytes,
+    /// The quoted ETag, for `If-None-Match`.
     etag: String,
+    etag_header: HeaderValue,
+    last_modified: HeaderValue,
 }
 
-fn encode(card: &Value) -> Result<Encoded, Error> {
+/// `Cache-Control` of every card.
+const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("public, max-age=300");
+const _: () = assert!(CARD_MAX_AGE == 300, "keep CACHE_CONTROL in step");
+
+fn encode(state: &AppState, card: &Value) -> Result<Encoded, Error> {
     let body = serde_json::to_vec(card)
         .map_err(|e| Error::Internal(format!("cannot encode the card: {e}")))?;
     let digest = Sha256::digest(&body);
@@ -189,36 +196,58 @@ fn encode(card: &Value) -> Result<Encoded, Error> {
         let _ = write!(etag, "{b:02x}");
     }
     etag.push('"');
+    // Hex digits and quotes, and an HTTP date: both always valid values.
+    let etag_header = HeaderValue::from_str(&etag)
+        .map_err(|e| Error::Internal(format!("cannot encode the card's ETag: {e}")))?;
+    let last_modified = HeaderValue::from_str(&httpdate::fmt_http_date(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(state.started_ms.max(0) as u64),
+    ))
+    .map_err(|e| Error::Internal(format!("cannot encode Last-Modified: {e}")))?;
     Ok(Encoded {
         body: body.into(),
         etag,
+        etag_header,
+        last_modified,
     })
 }
 
-/// Agent cards as last encoded, by agent key, base URL and shape. A card
-/// depends only on the configuration (fixed while serving), the URL clients
-/// reach us at and the shape asked for, so a GET is a lookup; the map is
-/// emptied when it grows past a bound (clients cycling `Host` headers).
+/// Agent cards as last encoded, by shape, agent and the origin clients
+/// reach us at (see [`origin`]). A card depends only on the configuration
+/// (fixed while serving), that origin and the shape asked for, so a GET is
+/// a lookup that allocates nothing; the map is emptied when it grows past a
+/// bound (clients cycling `Host` headers).
 #[derive(Default)]
-pub struct CardCache(std::sync::Mutex<HashMap<(String, String, Shape), Arc<Encoded>>>);
+pub struct CardCache(std::sync::Mutex<CardMap>);
+
+/// Shape (strict, merged) → agent → origin → card.
+type CardMap = [HashMap<String, HashMap<String, Arc<Encoded>>>; 2];
 
 const MAX_CACHED_CARDS: usize = 256;
 
 impl CardCache {
     fn get_or(
         &self,
-        key: (String, String, Shape),
+        (agent, origin, shape): (&str, &str, Shape),
         make: impl FnOnce() -> Result<Encoded, Error>,
     ) -> Result<Arc<Encoded>, Error> {
-        if let Some(hit) = self.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        let i = shape as usize;
+        let hit = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|m| m[i].get(agent)?.get(origin).cloned());
+        if let Some(hit) = hit {
             return Ok(hit);
         }
         let made = Arc::new(make()?);
         if let Ok(mut m) = self.0.lock() {
-            if m.len() >= MAX_CACHED_CARDS {
-                m.clear();
+            let cached: usize = m.iter().flat_map(|s| s.values()).map(HashMap::len).sum();
+            if cached >= MAX_CACHED_CARDS {
+                *m = CardMap::default();
             }
-            m.insert(key, made.clone());
+            m[i].entry(agent.to_owned())
+                .or_default()
+                .insert(origin.to_owned(), made.clone());
         }
         Ok(made)
     }
@@ -230,47 +259,35 @@ fn card_response(
     headers: &HeaderMap,
     vary_version: bool,
 ) -> Response {
-    match encode(card) {
-        Ok(enc) => encoded_response(state, &enc, headers, vary_version),
+    match encode(state, card) {
+        Ok(enc) => encoded_response(&enc, headers, vary_version),
         Err(e) => rest::error_response(&e, false),
     }
 }
 
-fn encoded_response(
-    state: &AppState,
-    enc: &Encoded,
-    headers: &HeaderMap,
-    vary_version: bool,
-) -> Response {
-    let etag = &enc.etag;
-    let last_modified = httpdate::fmt_http_date(
-        std::time::UNIX_EPOCH + std::time::Duration::from_millis(state.started_ms.max(0) as u64),
-    );
+fn encoded_response(enc: &Encoded, headers: &HeaderMap, vary_version: bool) -> Response {
     let matches = headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| if_none_match(v, etag));
+        .any(|v| if_none_match(v, &enc.etag));
     let mut resp = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             enc.body.clone(),
         )
             .into_response()
     };
     let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE}")) {
-        h.insert(header::CACHE_CONTROL, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(etag) {
-        h.insert(header::ETAG, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&last_modified) {
-        h.insert(header::LAST_MODIFIED, v);
-    }
+    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    h.insert(header::ETAG, enc.etag_header.clone());
+    h.insert(header::LAST_MODIFIED, enc.last_modified.clone());
     h.insert(
         header::VARY,
         HeaderValue::from_static(if vary_version {
@@ -520,6 +537,35 @@ pub fn legacy_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) ->
     )
 }
 
+/// The route of `/a2a/{agent}/.well-known/agent-card.json`, the most
+/// requested URL: a GET of a default-tenant agent's card goes straight to
+/// [`agent_card`]; anything else (another method, a tenant's name in the
+/// agent's place) takes the general HTTP+JSON route, which answers it.
+pub async fn agent_card_route(
+    State(state): State<Shared>,
+    axum::extract::Path(first): axum::extract::Path<String>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let direct = matches!(method, axum::http::Method::GET | axum::http::Method::HEAD)
+        && state.config.tenant(&first).is_none();
+    if direct && let Some(agent) = state.engine.agent_in(None, &first) {
+        return agent_card(&state, agent, &headers, &uri);
+    }
+    let rest = ".well-known/agent-card.json".to_owned();
+    rest::handle(
+        State(state),
+        axum::extract::Path((first, rest)),
+        method,
+        uri,
+        headers,
+        body,
+    )
+    .await
+}
+
 /// `GET /a2a/{agent}/.well-known/agent-card.json`: the strict 1.0 card when
 /// the request says `A2A-Version: 1.x` or `[cards] compat = "strict"`;
 /// otherwise the merged card that 0.3 clients can read too (no header tells
@@ -530,18 +576,16 @@ pub fn agent_card(
     headers: &HeaderMap,
     uri: &axum::http::Uri,
 ) -> Response {
-    let base = base_url(state, headers);
     let shape = shape(state, headers, uri);
-    let key = (agent.id().to_owned(), base.clone(), shape);
+    let key = (agent.id(), super::origin(state, headers), shape);
     match state.card_cache.get_or(key, || {
-        encode(&served(
+        let base = base_url(state, headers);
+        encode(
             state,
-            &public_card(state, agent, &base),
-            shape,
-            &base,
-        ))
+            &served(state, &public_card(state, agent, &base), shape, &base),
+        )
     }) {
-        Ok(enc) => encoded_response(state, &enc, headers, true),
+        Ok(enc) => encoded_response(&enc, headers, true),
         Err(e) => rest::error_response(&e, false),
     }
 }

@@ -74,6 +74,10 @@ pub fn router(state: Shared) -> Router {
         .route("/a2a/agents", get(card::directory))
         .route("/a2a/{agent}", any(jsonrpc::handle))
         .route("/a2a/{agent}/", any(jsonrpc::handle))
+        .route(
+            "/a2a/{agent}/.well-known/agent-card.json",
+            any(card::agent_card_route),
+        )
         .route("/a2a/{agent}/{*rest}", any(rest::handle))
         .route(
             "/webhooks/{subscription}",
@@ -285,7 +289,22 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     if let Some(u) = &state.config.public_url {
         return u.trim_end_matches('/').to_owned();
     }
-    let host = headers
+    let host = origin(state, headers);
+    if host.is_empty() {
+        format!("http://{}", state.local_addr)
+    } else {
+        format!("http://{host}")
+    }
+}
+
+/// What [`base_url`] is made from, without allocating: the configured
+/// public URL, else the request's `Host` when it is a plausible host name
+/// (or `""` for none: the bound address is used).
+pub fn origin<'a>(state: &'a AppState, headers: &'a HeaderMap) -> &'a str {
+    if let Some(u) = &state.config.public_url {
+        return u;
+    }
+    headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
         .filter(|h| {
@@ -293,9 +312,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
                 && h.chars()
                     .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
         })
-        .map(str::to_owned)
-        .unwrap_or_else(|| state.local_addr.to_string());
-    format!("http://{host}")
+        .unwrap_or("")
 }
 
 /// Whether a content type names JSON (`application/json`, `application/a2a+json`).
