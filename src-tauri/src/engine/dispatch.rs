@@ -14,9 +14,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
-
-use super::{Engine, Event};
+use super::Engine;
 use crate::a2a::types::{Message, Part, StreamResponse, Task, TaskPushNotificationConfig};
 use crate::clock::now_ms;
 use crate::config::DispatchConfig;
@@ -121,15 +119,12 @@ impl Engine {
     }
 
     /// Delivers due outbox items, several at once (never two with the same
-    /// order key), then waits for the next to fall due, for a new one, or
-    /// for an event that may have queued one. Runs for the life of the server.
+    /// order key), then waits for the next to fall due, for an attempt to
+    /// end, or for a commit that queued items. Runs for the life of the server.
     pub async fn run_outbox(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let mut events = self.inner.bus.subscribe_all();
         let limit = self.dispatch().config.concurrency;
         loop {
-            // Read before the outbox: an item queued after this look moves it.
-            let mut queued = p::queued_count();
             let due = self
                 .inner
                 .store
@@ -168,27 +163,10 @@ impl Engine {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = self.inner.outbox_ready.notified() => {}
-                _ = Self::outbox_moved(&mut events, &mut queued) => {}
+                // A commit during the look above left a permit: no item
+                // queued after the look waits for the timer.
+                _ = self.inner.store.outbox_queued().notified() => {}
                 _ = shutdown.changed() => return,
-            }
-        }
-    }
-
-    /// Resolves after a committed event once something was queued in the
-    /// outbox since `seen` (events that owe nothing, e.g. every parked task
-    /// without a push config, no longer cost a look at the outbox).
-    async fn outbox_moved(events: &mut broadcast::Receiver<Arc<Event>>, seen: &mut u64) {
-        loop {
-            match events.recv().await {
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
-            }
-            // One look per burst of events.
-            while events.try_recv().is_ok() {}
-            let now = p::queued_count();
-            if now != *seen {
-                *seen = now;
-                return;
             }
         }
     }

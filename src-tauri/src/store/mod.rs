@@ -66,6 +66,8 @@ struct Inner {
     writer: writer::Writer,
     /// Transactions the writer has committed since the store opened.
     commits: Arc<AtomicU64>,
+    /// Notified after each commit that queued outbox items.
+    outbox_queued: Arc<tokio::sync::Notify>,
     readers: Mutex<Vec<Connection>>,
     path: PathBuf,
     durability: Durability,
@@ -81,18 +83,21 @@ impl Store {
         // Checkpoints run on their own thread and connection.
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
         let nudge = checkpoint::start(open_connection(path, durability)?);
+        let outbox_queued = Arc::new(tokio::sync::Notify::new());
         let writer = writer::Writer::start(
             conn,
             writer::Hooks {
                 commits: commits.clone(),
                 before_commit: queue::index_pending_search,
                 after_commit: nudge,
+                outbox_queued: outbox_queued.clone(),
             },
         );
         Ok(Store {
             inner: Arc::new(Inner {
                 writer,
                 commits,
+                outbox_queued,
                 readers: Mutex::new(Vec::new()),
                 path: path.to_path_buf(),
                 durability,
@@ -150,6 +155,13 @@ impl Store {
     /// data did not change in between (for caches of derived values).
     pub fn commits(&self) -> u64 {
         self.inner.commits.load(Ordering::Acquire)
+    }
+
+    /// Notified (a permit is kept when nobody waits) after each commit
+    /// that queued outbox items: the outbox runner looks then, and not
+    /// after every other commit.
+    pub fn outbox_queued(&self) -> &tokio::sync::Notify {
+        &self.inner.outbox_queued
     }
 
     /// Path of the database file.

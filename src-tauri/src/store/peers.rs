@@ -351,8 +351,8 @@ fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
 }
 
 /// Outbox items queued by this process (counted as they are written, before
-/// their commit): the outbox runner, woken by each committed event, reads
-/// the outbox only when this has moved since its last look.
+/// their commit): the writer wakes the outbox runner after a commit only
+/// when this has moved (see [`super::Store::outbox_queued`]).
 static QUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// See [`QUEUED`].

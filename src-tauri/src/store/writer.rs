@@ -24,6 +24,9 @@ pub struct Hooks {
     pub before_commit: fn(&Connection) -> rusqlite::Result<()>,
     /// Told of each commit.
     pub after_commit: super::checkpoint::Nudge,
+    /// Notified after a commit that queued outbox items (see
+    /// [`super::peers::queued_count`]).
+    pub outbox_queued: Arc<tokio::sync::Notify>,
 }
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
@@ -49,6 +52,7 @@ impl Writer {
                 let batch = Batch {
                     conn: &conn,
                     hooks: &hooks,
+                    queued_seen: std::cell::Cell::new(super::peers::queued_count()),
                 };
                 let shutdown = run(&batch, &rx);
                 close(conn, shutdown);
@@ -126,6 +130,8 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 struct Batch<'a> {
     conn: &'a Connection,
     hooks: &'a Hooks,
+    /// The outbox count at the last commit.
+    queued_seen: std::cell::Cell<u64>,
 }
 
 /// Commits batches until a shutdown request (returned, to be answered once
@@ -208,6 +214,13 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
             // Counted before any caller hears of the commit.
             batch.hooks.commits.fetch_add(1, Ordering::Release);
             batch.hooks.after_commit.committed();
+            // The count is global (tests open several stores); each writer
+            // compares with its own last look, so none misses its items,
+            // and another store's items cost at most one look.
+            let queued = super::peers::queued_count();
+            if queued != batch.queued_seen.replace(queued) {
+                batch.hooks.outbox_queued.notify_one();
+            }
             true
         }
         Err(e) => {
