@@ -259,7 +259,6 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
     let orphans: i64 = conn
         .query_row(
             "SELECT (SELECT COUNT(*) FROM messages WHERE task_id NOT IN (SELECT id FROM tasks))
-                  + (SELECT COUNT(*) FROM events WHERE task_id NOT IN (SELECT id FROM tasks))
                   + (SELECT COUNT(*) FROM turns WHERE task_id NOT IN (SELECT id FROM tasks))
                   + (SELECT COUNT(*) FROM decisions WHERE task_id NOT IN (SELECT id FROM tasks))
                   + (SELECT COUNT(*) FROM turn_search WHERE turn_id NOT IN (SELECT id FROM turns))

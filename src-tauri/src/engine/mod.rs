@@ -149,7 +149,7 @@ fn apply_step(
                 status: status.clone(),
                 metadata: None,
             });
-            let seq = tasks::record_status(conn, h, &status, status.message.as_ref(), &body, now)?;
+            let seq = tasks::record_status(conn, h, &status, status.message.as_ref(), now)?;
             crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
             (state, body, seq)
         }
@@ -174,7 +174,7 @@ fn apply_step(
                 last_chunk,
                 metadata: None,
             });
-            let seq = tasks::append_event(conn, tid, &body, now)?;
+            let seq = tasks::next_seq(conn, tid)?;
             (h.state, body, seq)
         }
         Step::Delay(_) => return Ok(Ok(None)),
@@ -614,7 +614,7 @@ impl Engine {
                 .write_then(
                     move |conn| {
                         let first = StreamResponse::Task(task);
-                        let mut head = tasks::create(conn, &new, &msg, &first)?;
+                        let mut head = tasks::create(conn, &new, &msg)?;
                         // Stored before the first event goes out: it is owed
                         // that event too.
                         if let Some(mut cfg) = inline_push {

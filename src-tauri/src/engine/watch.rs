@@ -217,7 +217,7 @@ impl Engine {
                         metadata: None,
                     });
                     // The status's message is in the history already (above).
-                    let seq = tasks::record_status(conn, &head, &status, None, &body, now)?;
+                    let seq = tasks::record_status(conn, &head, &status, None, now)?;
                     sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
                     let entered = (old_state != status.state).then_some(status.state);
                     crate::store::dispatch::fan_out(

@@ -170,7 +170,7 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
         .execute([id])?;
         conn.prepare_cached("DELETE FROM chain_hops WHERE parent_task_id = ?1")?
             .execute([id])?;
-        // Messages, artifacts, events, push configs, turns and (through
+        // Messages, artifacts, push configs, turns and (through
         // turns) decisions cascade.
         conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
             .execute(params![id])?;

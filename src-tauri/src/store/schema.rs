@@ -190,6 +190,9 @@ const MIGRATIONS: &[&str] = &[
     // 9: no query reads parked tasks by time (the queue reads open turns),
     // yet every task that parks or unparks rewrote this index.
     "DROP INDEX tasks_parked;",
+    // Events are counted (tasks.last_seq), not stored: nothing read this
+    // log, and it was a third of what a new task wrote.
+    "DROP TABLE events;",
 ];
 
 /// Brings the database up to the newest schema.
@@ -260,6 +263,38 @@ mod tests {
             )
             .unwrap();
         assert_eq!(hit, "u2");
+    }
+
+    #[test]
+    fn the_event_log_goes_and_tasks_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..9] {
+            c.execute_batch(sql).unwrap();
+        }
+        c.pragma_update(None, "user_version", 9).unwrap();
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms, last_seq)
+                 VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1, 2);
+             INSERT INTO events (task_id, seq, body, created_ms) VALUES ('t', 1, '{}', 1), ('t', 2, '{}', 1);",
+        )
+        .unwrap();
+        migrate(&mut c, &path).unwrap();
+        let events: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'events'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(events, 0);
+        let seq: i64 = c
+            .query_row("SELECT last_seq FROM tasks WHERE id = 't'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(seq, 2, "the task keeps counting its events");
     }
 
     #[test]

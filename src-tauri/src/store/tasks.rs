@@ -5,8 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Error, Result, push_keyset};
 use crate::a2a::types::{
-    Artifact, Message, Metadata, StreamResponse, Task, TaskPushNotificationConfig, TaskState,
-    TaskStatus,
+    Artifact, Message, Metadata, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
 };
 
 /// The columns of a task that decisions are made on, without its bodies.
@@ -51,6 +50,12 @@ fn state_of(n: i64) -> Result<TaskState> {
 }
 
 /// Inserts a new task row, without history or events; returns its head.
+///
+/// A task counts its events (`last_seq`: the bus and the streams number
+/// them, and push deliveries are named after them) but does not store them:
+/// what an event says is in the task's row, history and artifacts, and what
+/// it owes is queued with it in the outbox. Migration 10 dropped the log
+/// they were once copied to, which nothing read.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
     insert_row(conn, t, 0)
 }
@@ -96,17 +101,11 @@ fn new_head(t: &NewTask, n: i64) -> TaskHead {
 }
 
 /// Creates a task with its first message and its first event (sequence
-/// number 1 of each), in three statements: counting them up one by one took
+/// number 1 of each), in two statements: counting them up one by one took
 /// two more updates of the new row. Returns the new task's head.
-pub fn create(
-    conn: &Connection,
-    t: &NewTask,
-    first: &Message,
-    ev: &StreamResponse,
-) -> Result<TaskHead> {
+pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
     let head = insert_row(conn, t, 1)?;
     insert_message(conn, &t.id, 1, first)?;
-    insert_event(conn, &t.id, 1, ev, t.now_ms)?;
     Ok(head)
 }
 
@@ -146,16 +145,15 @@ pub fn head(conn: &Connection, id: &str) -> Result<Option<TaskHead>> {
         .transpose()
 }
 
-/// Replaces the status of the task `h` heads, appends `message` (if any) to
-/// its history and records `ev`, with one update of the task's row. A task
-/// is parked exactly while it is interrupted. Returns the event's sequence
-/// number.
+/// Replaces the status of the task `h` heads and appends `message` (if any)
+/// to its history, with one update of the task's row. A task is parked
+/// exactly while it is interrupted. Returns the sequence number of the
+/// event that reports the change.
 pub fn record_status(
     conn: &Connection,
     h: &TaskHead,
     status: &TaskStatus,
     message: Option<&Message>,
-    ev: &StreamResponse,
     now_ms: i64,
 ) -> Result<i64> {
     // Setting `updated_ms` rewrites the four indexes that hold it, even to
@@ -186,7 +184,6 @@ pub fn record_status(
     if let Some(m) = message {
         insert_message(conn, id, history_len, m)?;
     }
-    insert_event(conn, id, seq, ev, now_ms)?;
     Ok(seq)
 }
 
@@ -269,54 +266,14 @@ pub fn put_artifact(
     Ok(merged)
 }
 
-/// Records an event in the task's log and returns its sequence number.
-pub fn append_event(
-    conn: &Connection,
-    task_id: &str,
-    ev: &StreamResponse,
-    now_ms: i64,
-) -> Result<i64> {
-    let seq: i64 = conn
+/// Takes the task's next event sequence number (for an event that changes
+/// nothing else in its row).
+pub fn next_seq(conn: &Connection, task_id: &str) -> Result<i64> {
+    Ok(conn
         .prepare_cached(
             "UPDATE tasks SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq",
         )?
-        .query_row([task_id], |r| r.get(0))?;
-    insert_event(conn, task_id, seq, ev, now_ms)?;
-    Ok(seq)
-}
-
-fn insert_event(
-    conn: &Connection,
-    task_id: &str,
-    seq: i64,
-    ev: &StreamResponse,
-    now_ms: i64,
-) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO events (task_id, seq, body, created_ms) VALUES (?1, ?2, ?3, ?4)",
-    )?
-    .execute(params![task_id, seq, to_json(ev)?, now_ms])?;
-    Ok(())
-}
-
-/// Events of a task after `after_seq`, oldest first.
-pub fn events_after(
-    conn: &Connection,
-    task_id: &str,
-    after_seq: i64,
-) -> Result<Vec<(i64, StreamResponse)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, body FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq",
-    )?;
-    let rows = stmt.query_map(params![task_id, after_seq], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (seq, body) = row?;
-        out.push((seq, from_json(&body)?));
-    }
-    Ok(out)
+        .query_row([task_id], |r| r.get(0))?)
 }
 
 /// Loads a whole task. `history`: `None` = all, `Some(n)` = the last n.
