@@ -215,17 +215,25 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A database file migrated up to `version` (the data dir stays alive
+    /// with the returned guard).
+    fn at_version(version: usize) -> (tempfile::TempDir, std::path::PathBuf, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let c = Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..version] {
+            c.execute_batch(sql).unwrap();
+        }
+        c.pragma_update(None, "user_version", version as i64)
+            .unwrap();
+        (dir, path, c)
+    }
+
     /// Migration 8 moves each search entry to its turn's rowid, keeping
     /// every entry and its text.
     #[test]
     fn search_entries_move_to_their_turns_rowids() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut c = Connection::open(&path).unwrap();
-        for sql in &MIGRATIONS[..7] {
-            c.execute_batch(sql).unwrap();
-        }
-        c.pragma_update(None, "user_version", 7).unwrap();
+        let (_dir, path, mut c) = at_version(7);
         c.execute_batch(
             "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
                  VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1);
@@ -267,13 +275,7 @@ mod tests {
 
     #[test]
     fn the_event_log_goes_and_tasks_stay() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut c = Connection::open(&path).unwrap();
-        for sql in &MIGRATIONS[..9] {
-            c.execute_batch(sql).unwrap();
-        }
-        c.pragma_update(None, "user_version", 9).unwrap();
+        let (_dir, path, mut c) = at_version(9);
         c.execute_batch(
             "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms, last_seq)
                  VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1, 2);
