@@ -113,7 +113,10 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
     {
-        self.inner.writer.submit(f, |_| {}).await
+        self.inner
+            .writer
+            .submit(writer::Isolation::Savepoint, f, |_| {})
+            .await
     }
 
     /// Like [`Store::write`], and runs `after_commit` on the writer thread right
@@ -125,7 +128,26 @@ impl Store {
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         H: FnOnce(&R) + Send + 'static,
     {
-        self.inner.writer.submit(f, after_commit).await
+        self.inner
+            .writer
+            .submit(writer::Isolation::Savepoint, f, after_commit)
+            .await
+    }
+
+    /// Like [`Store::write_then`], for a job that only the database itself
+    /// can fail (I/O, a full disk): it runs without a savepoint of its own,
+    /// and if it fails all the same, its whole batch fails with it (see
+    /// [`writer::Isolation::Batch`]).
+    pub async fn write_then_unguarded<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        H: FnOnce(&R) + Send + 'static,
+    {
+        self.inner
+            .writer
+            .submit(writer::Isolation::Batch, f, after_commit)
+            .await
     }
 
     /// Runs `f` on a read connection on the blocking pool.

@@ -2,10 +2,17 @@
 //! in batches (group commit). Jobs that arrive while a commit is in flight
 //! share the next transaction, so 32 concurrent writers cost a handful of
 //! fsyncs rather than 32.
+//!
+//! A job runs under a savepoint, so that its failure undoes only its own
+//! changes, unless it is one that only the database itself can fail (see
+//! [`Isolation::Batch`]): a savepoint copies every page the job changes that
+//! an earlier job of the batch changed too, and for a new task that was a
+//! sixth of the server's time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -14,6 +21,24 @@ use super::{Error, Result};
 
 /// Largest number of jobs committed in one transaction.
 const MAX_BATCH: usize = 512;
+
+/// After a batch was lost to a job without a savepoint, every job runs
+/// under one for this long.
+const CAUTION: Duration = Duration::from_secs(60);
+
+/// How a job's failure is contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Under its own savepoint: a failure undoes this job's changes only.
+    Savepoint,
+    /// Without one, for a job whose only failures are the database's own
+    /// (I/O, a full disk), which would fail the commit anyway. If it fails
+    /// all the same, the whole batch is rolled back and every job in it
+    /// fails; for [`CAUTION`] after that, all jobs run under savepoints, so
+    /// a job that keeps failing (say, on a damaged row) loses no more than
+    /// one batch a minute.
+    Batch,
+}
 
 type Completion = Box<dyn FnOnce(bool) + Send>;
 /// What the writer does around each batch besides running its jobs.
@@ -30,8 +55,15 @@ pub struct Hooks {
 }
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
-/// database).
-type Job = Box<dyn FnOnce(Option<&Connection>) -> Completion + Send>;
+/// database); `cautious` puts it under a savepoint whatever its isolation.
+type Job = Box<dyn FnOnce(Option<&Connection>, bool) -> Ran + Send>;
+
+/// What running a job left: how to tell its caller, and whether it failed
+/// with no savepoint to undo its changes (its batch is then lost).
+struct Ran {
+    complete: Completion,
+    spoiled: bool,
+}
 
 enum Command {
     Job(Job),
@@ -52,6 +84,7 @@ impl Writer {
                 let batch = Batch {
                     conn: &conn,
                     hooks: &hooks,
+                    spoiled_at: std::cell::Cell::new(None),
                     queued_seen: std::cell::Cell::new(super::peers::queued_count()),
                 };
                 let shutdown = run(&batch, &rx);
@@ -65,19 +98,29 @@ impl Writer {
 
     /// Queues `f`; after its transaction commits, `after_commit` runs on the
     /// writer thread (in commit order) and then the caller is woken.
-    pub async fn submit<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    pub async fn submit<R, F, H>(&self, isolation: Isolation, f: F, after_commit: H) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         H: FnOnce(&R) + Send + 'static,
     {
         let (done_tx, done_rx) = oneshot::channel::<Result<R>>();
-        let job: Job = Box::new(move |conn: Option<&Connection>| -> Completion {
-            let result = match conn {
-                Some(conn) => in_savepoint(conn, f),
-                None => Err(Error::Corrupt("cannot begin a write transaction".into())),
+        let job: Job = Box::new(move |conn: Option<&Connection>, cautious: bool| -> Ran {
+            let (result, spoiled) = match conn {
+                Some(conn) if cautious || isolation == Isolation::Savepoint => {
+                    (in_savepoint(conn, f), false)
+                }
+                Some(conn) => {
+                    let result = f(conn);
+                    let spoiled = result.is_err();
+                    (result, spoiled)
+                }
+                None => (
+                    Err(Error::Corrupt("cannot begin a write transaction".into())),
+                    false,
+                ),
             };
-            Box::new(move |committed: bool| {
+            let complete: Completion = Box::new(move |committed: bool| {
                 let out = match result {
                     Ok(_) if !committed => {
                         Err(Error::Corrupt("the transaction did not commit".into()))
@@ -89,7 +132,8 @@ impl Writer {
                     Err(e) => Err(e),
                 };
                 let _ = done_tx.send(out);
-            })
+            });
+            Ran { complete, spoiled }
         });
         self.tx
             .send(Command::Job(job))
@@ -130,6 +174,8 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 struct Batch<'a> {
     conn: &'a Connection,
     hooks: &'a Hooks,
+    /// When a batch was last lost to a job without a savepoint.
+    spoiled_at: std::cell::Cell<Option<Instant>>,
     /// The outbox count at the last commit.
     queued_seen: std::cell::Cell<u64>,
 }
@@ -203,11 +249,36 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
         for job in jobs {
-            job(None)(false);
+            (job(None, true).complete)(false);
         }
         return;
     }
-    let completions: Vec<Completion> = jobs.map(|job| job(Some(conn))).collect();
+    let cautious = batch
+        .spoiled_at
+        .get()
+        .is_some_and(|t| t.elapsed() < CAUTION);
+    let mut spoiled = false;
+    let completions: Vec<Completion> = jobs
+        .map(|job| {
+            let ran = job(Some(conn), cautious);
+            spoiled |= ran.spoiled;
+            ran.complete
+        })
+        .collect();
+    if spoiled {
+        tracing::error!(
+            jobs = completions.len(),
+            "a job without a savepoint failed: its batch is rolled back, and jobs run under savepoints for {CAUTION:?}"
+        );
+        if let Err(e) = conn.execute_batch("ROLLBACK") {
+            tracing::error!("rollback failed: {e}");
+        }
+        batch.spoiled_at.set(Some(Instant::now()));
+        for c in completions {
+            c(false);
+        }
+        return;
+    }
     let finished = (batch.hooks.before_commit)(conn).and_then(|()| run_cached(conn, "COMMIT"));
     let committed = match finished {
         Ok(()) => {
@@ -231,5 +302,123 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
     };
     for c in completions {
         c(committed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{Durability, Error, Result, Store};
+    use rusqlite::Connection;
+
+    fn put(conn: &Connection, x: &str) -> Result<()> {
+        conn.execute("INSERT INTO t (x) VALUES (?1)", [x])?;
+        Ok(())
+    }
+
+    fn fail_after_put(conn: &Connection, x: &str) -> Result<()> {
+        put(conn, x)?;
+        Err(Error::Corrupt(format!("{x} failed")))
+    }
+
+    async fn rows(store: &Store) -> Vec<String> {
+        store
+            .read(|c| {
+                let mut stmt = c.prepare("SELECT x FROM t ORDER BY x")?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
+            .unwrap()
+    }
+
+    /// Runs `first` (a guarded job) and `rest` in one batch: `first` holds
+    /// the writer until the others are queued. Returns every job's result.
+    async fn one_batch(
+        store: &Store,
+        first: &'static str,
+        rest: Vec<(&'static str, bool, bool)>,
+    ) -> Vec<Result<()>> {
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let s = store.clone();
+        let mut handles = vec![tokio::spawn(async move {
+            s.write(move |c| {
+                put(c, first)?;
+                let _ = hold.recv_timeout(Duration::from_secs(10));
+                Ok(())
+            })
+            .await
+        })];
+        for (x, unguarded, fails) in rest {
+            let s = store.clone();
+            handles.push(tokio::spawn(async move {
+                let job = move |c: &Connection| {
+                    if fails {
+                        fail_after_put(c, x)
+                    } else {
+                        put(c, x)
+                    }
+                };
+                if unguarded {
+                    s.write_then_unguarded(job, |_| {}).await
+                } else {
+                    s.write(job).await
+                }
+            }));
+        }
+        // The test runs on one thread: the spawned tasks each send their
+        // job before this task is polled again.
+        tokio::task::yield_now().await;
+        let _ = release.send(());
+        let mut out = Vec::new();
+        for h in handles {
+            out.push(h.await.unwrap());
+        }
+        out
+    }
+
+    /// A job without a savepoint that fails takes its whole batch with it;
+    /// after that, jobs run under savepoints, so the next such failure
+    /// undoes only its own job.
+    #[tokio::test]
+    async fn an_unguarded_failure_loses_its_batch_then_jobs_are_guarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        store
+            .write(|c| Ok(c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)")?))
+            .await
+            .unwrap();
+
+        let out = one_batch(&store, "a", vec![("b", false, false), ("c", true, true)]).await;
+        assert!(out[0].is_err(), "the batch was rolled back: {out:?}");
+        assert!(out[1].is_err(), "the batch was rolled back: {out:?}");
+        assert!(
+            matches!(&out[2], Err(Error::Corrupt(m)) if m == "c failed"),
+            "the failing job reports its own error: {out:?}"
+        );
+        assert!(rows(&store).await.is_empty());
+
+        // Now every job has a savepoint: the same failure costs only itself.
+        let out = one_batch(&store, "d", vec![("e", true, true), ("f", true, false)]).await;
+        assert!(out[0].is_ok() && out[2].is_ok(), "{out:?}");
+        assert!(out[1].is_err(), "{out:?}");
+        assert_eq!(rows(&store).await, ["d", "f"]);
+    }
+
+    /// Without a failure, an unguarded job commits like any other.
+    #[tokio::test]
+    async fn unguarded_jobs_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        store
+            .write(|c| Ok(c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)")?))
+            .await
+            .unwrap();
+        let jobs = ["a", "b", "c"].map(|x| store.write_then_unguarded(move |c| put(c, x), |_| {}));
+        for r in futures::future::join_all(jobs).await {
+            r.unwrap();
+        }
+        assert_eq!(rows(&store).await, ["a", "b", "c"]);
     }
 }
