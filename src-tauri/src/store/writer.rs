@@ -322,6 +322,17 @@ mod tests {
         Err(Error::Corrupt(format!("{x} failed")))
     }
 
+    /// A store with one table, `t (x)`, and the dir that holds it.
+    async fn store_with_table() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        store
+            .write(|c| Ok(c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)")?))
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
     async fn rows(store: &Store) -> Vec<String> {
         store
             .read(|c| {
@@ -383,12 +394,7 @@ mod tests {
     /// undoes only its own job.
     #[tokio::test]
     async fn an_unguarded_failure_loses_its_batch_then_jobs_are_guarded() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
-        store
-            .write(|c| Ok(c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)")?))
-            .await
-            .unwrap();
+        let (_dir, store) = store_with_table().await;
 
         let out = one_batch(&store, "a", vec![("b", false, false), ("c", true, true)]).await;
         assert!(out[0].is_err(), "the batch was rolled back: {out:?}");
@@ -409,12 +415,7 @@ mod tests {
     /// Without a failure, an unguarded job commits like any other.
     #[tokio::test]
     async fn unguarded_jobs_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
-        store
-            .write(|c| Ok(c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)")?))
-            .await
-            .unwrap();
+        let (_dir, store) = store_with_table().await;
         let jobs = ["a", "b", "c"].map(|x| store.write_then_unguarded(move |c| put(c, x), |_| {}));
         for r in futures::future::join_all(jobs).await {
             r.unwrap();
