@@ -544,23 +544,23 @@ pub fn legacy_card(state: &Arc<AppState>, agent: &Agent, headers: &HeaderMap) ->
 pub async fn agent_card_route(
     State(state): State<Shared>,
     axum::extract::Path(first): axum::extract::Path<String>,
-    method: axum::http::Method,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
-    body: axum::body::Body,
+    req: axum::extract::Request,
 ) -> Response {
-    let direct = matches!(method, axum::http::Method::GET | axum::http::Method::HEAD)
-        && state.config.tenant(&first).is_none();
+    let direct = matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    ) && state.config.tenant(&first).is_none();
     if direct && let Some(agent) = state.engine.agent_in(None, &first) {
-        return agent_card(&state, agent, &headers, &uri);
+        return agent_card(&state, agent, req.headers(), req.uri());
     }
     let rest = ".well-known/agent-card.json".to_owned();
+    let (parts, body) = req.into_parts();
     rest::handle(
         State(state),
         axum::extract::Path((first, rest)),
-        method,
-        uri,
-        headers,
+        parts.method,
+        parts.uri,
+        parts.headers,
         body,
     )
     .await

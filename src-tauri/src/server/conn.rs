@@ -45,6 +45,10 @@ impl Activity {
     }
 
     fn touch(&self) {
+        if self.http1.load(Ordering::Acquire) {
+            // Not watched here (see `idle_deadline`): spare the clock read.
+            return;
+        }
         let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_ms.store(ms, Ordering::Release);
     }
@@ -105,12 +109,21 @@ impl hyper::body::Body for Tracked {
     }
 }
 
+/// What decides, before routing, whether a caller's request is served:
+/// `None` to serve it, or the response that refuses it.
+pub type Admit = Arc<
+    dyn Fn(SocketAddr, &axum::http::Uri, &axum::http::HeaderMap) -> Option<axum::response::Response>
+        + Send
+        + Sync,
+>;
+
 /// Accepts connections and serves `app` on each until `stop` resolves, then
 /// lets the requests in flight finish. A connection without a request for
 /// `idle_limit` (see the module's notes) is closed.
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
+    admit: Admit,
     idle_limit: Duration,
     stop: impl Future<Output = ()>,
 ) {
@@ -143,7 +156,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let activity = Arc::new(Activity::new());
-        let service = service(app.clone(), peer, activity.clone());
+        let service = service(app.clone(), admit.clone(), peer, activity.clone());
         let (builder, stopping, alive) = (builder.clone(), stopping.clone(), alive_tx.clone());
         tokio::spawn(async move {
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
@@ -190,11 +203,11 @@ pub async fn serve(
     let _ = all_ended.recv().await;
 }
 
-/// The service for one connection: the app, with the caller's address (what
-/// axum's `ConnectInfo` extractor reads, for the rate limits) and each
-/// request counted in flight.
+/// The service for one connection: `admit`, then the app, with each request
+/// counted in flight.
 fn service(
     app: axum::Router,
+    admit: Admit,
     peer: SocketAddr,
     activity: Arc<Activity>,
 ) -> hyper_util::service::TowerToHyperService<
@@ -206,16 +219,20 @@ fn service(
     > + Clone,
 > {
     use tower::ServiceExt as _;
-    let svc = tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+    let svc = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
         if req.version() < axum::http::Version::HTTP_2 {
             activity.http1.store(true, Ordering::Release);
         }
         let in_flight = InFlight::start(&activity);
-        req.extensions_mut()
-            .insert(axum::extract::ConnectInfo(peer));
-        let call = app.clone().oneshot(req);
+        let call = match admit(peer, req.uri(), req.headers()) {
+            None => Ok(app.clone().oneshot(req)),
+            Some(refused) => Err(refused),
+        };
         async move {
-            let resp = call.await?;
+            let resp = match call {
+                Ok(call) => call.await?,
+                Err(refused) => refused,
+            };
             Ok(resp.map(|inner| Tracked {
                 inner,
                 _in_flight: in_flight,

@@ -89,11 +89,6 @@ pub fn router(state: Shared) -> Router {
         // Bodies are read by `read_body`, which enforces the configured limit
         // and answers in the binding's own error shape.
         .layer(DefaultBodyLimit::disable())
-        // Outermost: a caller over its quota costs no more than this check.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            rate_limit::guard,
-        ))
         .with_state(state)
 }
 

@@ -6,18 +6,16 @@
 //! Loopback callers (and in-process requests from the desktop window, which
 //! have no address) are exempt unless `limit_loopback` is set.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::Value;
 
-use super::Shared;
+use super::AppState;
 use crate::a2a::Error;
 use crate::config::{RateLimitsConfig, RateQuota};
 
@@ -156,42 +154,39 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-/// The middleware: counts the request against its caller's bucket, and
-/// answers 429 in the route's error shape when the bucket is empty.
-pub async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
+/// Counts a request from `peer` against its caller's bucket: `None` to go
+/// on, or the 429 (in the route's error shape) when the bucket is empty.
+/// Called by the connection's service before routing, so a caller over its
+/// quota costs no more than this check. In-process requests (the desktop
+/// window) never pass here.
+pub fn admit(
+    state: &AppState,
+    peer: IpAddr,
+    path: &str,
+    headers: &axum::http::HeaderMap,
+) -> Option<Response> {
     let limits = &state.rate_limits;
-    if !limits.enabled {
-        return next.run(req).await;
+    if !limits.enabled || (is_loopback(peer) && !limits.limit_loopback) {
+        return None;
     }
-    let Some(ip) = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
-    else {
-        // In-process (the desktop window): nothing to limit.
-        return next.run(req).await;
-    };
-    if is_loopback(ip) && !limits.limit_loopback {
-        return next.run(req).await;
-    }
-    let (class, tenant) = classify(req.uri().path(), |t| state.config.tenant(t).is_some());
+    let (class, tenant) = classify(path, |t| state.config.tenant(t).is_some());
     let key = match class {
         Class::JsonRpc | Class::Rest => {
-            match state.access.for_tenant(tenant).authenticate(req.headers()) {
+            match state.access.for_tenant(tenant).authenticate(headers) {
                 // A valid credential names its owner; no (or a bad) one, the address.
                 Ok(owner) if owner != super::access::LOCAL_OWNER => {
                     Key::Owner(tenant.map(str::to_owned), owner)
                 }
-                _ => Key::Ip(ip),
+                _ => Key::Ip(peer),
             }
         }
-        _ => Key::Ip(ip),
+        _ => Key::Ip(peer),
     };
     match limits.check(class, &key) {
-        Ok(()) => next.run(req).await,
+        Ok(()) => None,
         Err(secs) => {
             tracing::debug!(?class, ?key, secs, "rate limited");
-            refuse(class, secs, req.headers())
+            Some(refuse(class, secs, headers))
         }
     }
 }

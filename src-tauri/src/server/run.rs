@@ -178,7 +178,11 @@ pub async fn serve_until(
     });
     let app = router(state.clone());
     let header_timeout = std::time::Duration::from_secs(state.config.limits.header_timeout_secs);
-    super::conn::serve(listener, app, header_timeout, async move {
+    let limits = state.clone();
+    let admit: super::conn::Admit = std::sync::Arc::new(move |peer, uri, headers| {
+        super::rate_limit::admit(&limits, peer.ip(), uri.path(), headers)
+    });
+    super::conn::serve(listener, app, admit, header_timeout, async move {
         signal.await;
         tracing::info!("shutting down: finishing requests in flight");
         let _ = shutdown_tx.send(true);
