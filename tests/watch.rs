@@ -191,6 +191,83 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
 }
 
 #[tokio::test]
+async fn a_task_first_seen_through_a_push_is_mirrored_as_it_stands_on_the_peer() {
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&format!(
+        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        peer.base
+    )));
+    let api = Api::new(&local);
+    let remote = peer
+        .client()
+        .send_text("bot", "other-tool-2", "deploy the site")
+        .await;
+    let remote_id = remote["task"]["id"].as_str().unwrap().to_owned();
+    let (_, sub) = api
+        .call(reqwest::Method::POST, "/peers/bot/subscriptions", None)
+        .await;
+    let (url, token) = (sub["url"].as_str().unwrap(), sub["token"].as_str().unwrap());
+    let push = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
+    let http = reqwest::Client::new();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let r = http
+            .post(url)
+            .header("A2A-Notification-Token", token)
+            .json(&push)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+        assert_eq!(q["total"], 1, "{q}");
+        let id = q["items"][0]["taskId"].as_str().unwrap().to_owned();
+        let (_, detail) = api
+            .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+            .await;
+        seen.push(detail);
+    }
+    // The peer's history, each message once and in its order, with the
+    // status (and its question) as the peer has them.
+    let theirs = peer
+        .client()
+        .rpc_ok("bot", "GetTask", json!({"id": remote_id}))
+        .await;
+    let ids = |t: &Value| -> Vec<Value> {
+        t["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["messageId"].clone())
+            .collect()
+    };
+    let mut expected = ids(&theirs);
+    let question = theirs["status"]["message"]["messageId"].clone();
+    if !expected.contains(&question) {
+        expected.push(question);
+    }
+    let mirror = &seen[0]["task"];
+    assert_eq!(ids(mirror), expected, "{mirror}");
+    assert_eq!(mirror["history"][0]["parts"][0]["text"], "deploy the site");
+    assert_eq!(mirror["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(
+        mirror["status"]["message"]["parts"][0]["text"],
+        "Which environment?"
+    );
+    let id = mirror["id"].clone();
+    assert!(
+        mirror["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["taskId"] == id),
+        "messages are filed under the mirror: {mirror}"
+    );
+    // The second push found nothing new.
+    assert_eq!(seen[0], seen[1]);
+}
+
+#[tokio::test]
 async fn the_sweep_finds_what_a_lost_push_did_not_say() {
     let peer = Server::start(Some(PEER));
     let local = Server::start(Some(&local_config(&peer)));

@@ -13,10 +13,12 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::{Engine, Event, new_id};
-use crate::a2a::types::{StreamResponse, Task, TaskState, TaskStatusUpdateEvent};
+use crate::a2a::types::{
+    Message, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
 use crate::clock::now_ms;
 use crate::store::queue::sync_turn;
-use crate::store::{NewTask, peers, tasks};
+use crate::store::{NewTask, TaskHead, peers, tasks};
 
 /// The owner recorded on watched tasks (they belong to the person).
 pub const WATCHED_OWNER: &str = "peer";
@@ -137,42 +139,20 @@ impl Engine {
             .write_then(
                 move |conn| {
                     let now = now_ms();
-                    let existing = peers::watched_task(conn, &peer_id, &remote.id)?;
-                    let head = match existing {
-                        Some(id) => tasks::head(conn, &id)?.ok_or_else(|| {
-                            crate::store::Error::Corrupt(format!("watched task {id} vanished"))
-                        })?,
-                        None => {
-                            let id = new_id();
-                            let head = tasks::insert_task(
-                                conn,
-                                &NewTask {
-                                    id: id.clone(),
-                                    agent_id: peer_id.clone(),
-                                    owner: WATCHED_OWNER.into(),
-                                    context_id: remote.context_id.clone(),
-                                    status: crate::a2a::types::TaskStatus {
-                                        state: TaskState::Submitted,
-                                        message: None,
-                                        timestamp: remote.status.timestamp.clone(),
-                                    },
-                                    metadata: remote.metadata.clone(),
-                                    now_ms: now,
-                                    dialect: "v1",
-                                },
-                            )?;
-                            peers::link_remote(
-                                conn,
-                                &id,
-                                &peer_id,
-                                &remote.id,
-                                subscription.as_deref(),
-                                true,
-                            )?;
-                            head
-                        }
+                    let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
+                        let first = FirstSight {
+                            peer_id: &peer_id,
+                            subscription: subscription.as_deref(),
+                            hop: hop.as_deref(),
+                            max_depth,
+                            now,
+                        };
+                        return first.store(conn, &remote);
                     };
-                    let (id, old_state) = (head.id.clone(), head.state);
+                    let head = tasks::head(conn, &id)?.ok_or_else(|| {
+                        crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                    })?;
+                    let old_state = head.state;
                     // The peer's push about the new task may have created
                     // the mirror before the answer that started it arrived:
                     // the hop is linked to the mirror either way.
@@ -203,34 +183,15 @@ impl Engine {
                         tasks::load(conn, &id, Some(0), false)?.ok_or_else(|| {
                             crate::store::Error::Corrupt(format!("watched task {id} vanished"))
                         })?;
-                    let mut status = remote.status.clone();
-                    if let Some(m) = status.message.as_mut() {
-                        m.task_id = Some(id.clone());
-                    }
+                    let status = status_of(&remote, &id);
                     if current.status == status && old_state == status.state {
                         return Ok((id, None));
                     }
-                    let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                        task_id: id.clone(),
-                        context_id: remote.context_id.clone(),
-                        status: status.clone(),
-                        metadata: None,
-                    });
                     // The status's message is in the history already (above).
                     let seq = tasks::record_status(conn, &head, &status, None, now)?;
                     sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
-                    let entered = (old_state != status.state).then_some(status.state);
-                    crate::store::dispatch::fan_out(
-                        conn, &id, seq, &body, entered, max_depth, now,
-                    )?;
-                    let ev = Event {
-                        task_id: id.clone(),
-                        agent_id: head.agent_id,
-                        owner: head.owner,
-                        seq,
-                        state: status.state,
-                        body,
-                    };
+                    let ev =
+                        announce(conn, &head, &remote, status, seq, old_state, max_depth, now)?;
                     Ok((id, Some(ev)))
                 },
                 move |(_, ev): &(String, Option<Event>)| {
@@ -256,5 +217,124 @@ impl Engine {
     /// Watched tasks not yet finished: (our id, peer id, remote id).
     pub async fn open_watched(&self) -> Result<Vec<(String, String, String)>, crate::store::Error> {
         self.inner.store.read(peers::open_watched).await
+    }
+}
+
+/// `remote`'s status, its message filed under our id `id`.
+fn status_of(remote: &Task, id: &str) -> TaskStatus {
+    let mut status = remote.status.clone();
+    if let Some(m) = status.message.as_mut() {
+        m.task_id = Some(id.to_owned());
+    }
+    status
+}
+
+/// Queues what the status change of the mirror `head` to `status` (event
+/// `seq`) owes, and the event that announces it.
+#[allow(clippy::too_many_arguments)]
+fn announce(
+    conn: &rusqlite::Connection,
+    head: &TaskHead,
+    remote: &Task,
+    status: TaskStatus,
+    seq: i64,
+    old_state: TaskState,
+    max_depth: i64,
+    now: i64,
+) -> Result<Event, crate::store::Error> {
+    let state = status.state;
+    let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: head.id.clone(),
+        context_id: remote.context_id.clone(),
+        status,
+        metadata: None,
+    });
+    let entered = (old_state != state).then_some(state);
+    crate::store::dispatch::fan_out(conn, &head.id, seq, &body, entered, max_depth, now)?;
+    Ok(Event {
+        task_id: head.id.clone(),
+        agent_id: head.agent_id.clone(),
+        owner: head.owner.clone(),
+        seq,
+        state,
+        body,
+    })
+}
+
+/// A peer's task seen for the first time: its mirror is created as it
+/// stands (status, history, artifacts) rather than created submitted and
+/// then caught up, which cost an update of the new row per message and
+/// one more for the status.
+struct FirstSight<'a> {
+    peer_id: &'a str,
+    subscription: Option<&'a str>,
+    hop: Option<&'a str>,
+    max_depth: i64,
+    now: i64,
+}
+
+impl FirstSight<'_> {
+    fn store(
+        &self,
+        conn: &rusqlite::Connection,
+        remote: &Task,
+    ) -> Result<(String, Option<Event>), crate::store::Error> {
+        let id = new_id();
+        let status = status_of(remote, &id);
+        // Catching up from `submitted` reported a change unless the peer's
+        // task was exactly that: the same here.
+        let placeholder = TaskStatus {
+            state: TaskState::Submitted,
+            message: None,
+            timestamp: remote.status.timestamp.clone(),
+        };
+        let changed = status != placeholder;
+        // The history, then the status's message, each message once.
+        let mut history: Vec<Message> = Vec::with_capacity(remote.history.len() + 1);
+        for m in remote.history.iter().chain(remote.status.message.as_ref()) {
+            if !history.iter().any(|h| h.message_id == m.message_id) {
+                let mut m = m.clone();
+                m.task_id = Some(id.clone());
+                history.push(m);
+            }
+        }
+        let head = tasks::create_with_history(
+            conn,
+            &NewTask {
+                id: id.clone(),
+                agent_id: self.peer_id.to_owned(),
+                owner: WATCHED_OWNER.into(),
+                context_id: remote.context_id.clone(),
+                status: if changed { status.clone() } else { placeholder },
+                metadata: remote.metadata.clone(),
+                now_ms: self.now,
+                dialect: "v1",
+            },
+            &history,
+            i64::from(changed),
+        )?;
+        peers::link_remote(conn, &id, self.peer_id, &remote.id, self.subscription, true)?;
+        if let Some(h) = self.hop {
+            crate::store::dispatch::link_child(conn, h, &id)?;
+        }
+        for a in remote.artifacts.iter().flatten() {
+            tasks::put_artifact(conn, &id, a, false)?;
+        }
+        if !changed {
+            return Ok((id, None));
+        }
+        let from = TaskState::Submitted;
+        sync_turn(conn, &id, &head.agent_id, from, status.state, self.now)?;
+        let ev = announce(
+            conn,
+            &head,
+            remote,
+            status,
+            1,
+            from,
+            self.max_depth,
+            self.now,
+        )?;
+        Ok((id, Some(ev)))
     }
 }

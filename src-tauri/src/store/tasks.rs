@@ -57,16 +57,17 @@ fn state_of(n: i64) -> Result<TaskState> {
 /// it owes is queued with it in the outbox. Migration 10 dropped the log
 /// they were once copied to, which nothing read.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
-    insert_row(conn, t, 0)
+    insert_row(conn, t, 0, 0)
 }
 
-/// Inserts the row of a task that will hold `n` messages and `n` events.
-fn insert_row(conn: &Connection, t: &NewTask, n: i64) -> Result<TaskHead> {
+/// Inserts the row of a task that will hold `messages` messages and
+/// `events` events.
+fn insert_row(conn: &Connection, t: &NewTask, messages: i64, events: i64) -> Result<TaskHead> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
                             parked, created_ms, updated_ms, dialect, history_len, last_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?11)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         t.id,
@@ -79,21 +80,23 @@ fn insert_row(conn: &Connection, t: &NewTask, n: i64) -> Result<TaskHead> {
         t.status.state.is_interrupted(),
         t.now_ms,
         t.dialect,
-        n,
+        messages,
+        events,
     ])?;
-    Ok(new_head(t, n))
+    Ok(new_head(t, messages, events))
 }
 
-/// The head of the task `t` once it holds `n` messages and `n` events.
-fn new_head(t: &NewTask, n: i64) -> TaskHead {
+/// The head of the task `t` once it holds `messages` messages and `events`
+/// events.
+fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
     TaskHead {
         id: t.id.clone(),
         agent_id: t.agent_id.clone(),
         owner: t.owner.clone(),
         context_id: t.context_id.clone(),
         state: t.status.state,
-        last_seq: n,
-        history_len: n,
+        last_seq: events,
+        history_len: messages,
         parked: t.status.state.is_interrupted(),
         updated_ms: t.now_ms,
         dialect: t.dialect.to_owned(),
@@ -104,8 +107,26 @@ fn new_head(t: &NewTask, n: i64) -> TaskHead {
 /// number 1 of each), in two statements: counting them up one by one took
 /// two more updates of the new row. Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
-    let head = insert_row(conn, t, 1)?;
+    let head = insert_row(conn, t, 1, 1)?;
     insert_message(conn, &t.id, 1, first)?;
+    Ok(head)
+}
+
+/// Creates a task that already holds `history` (sequence numbers 1…, in
+/// order) and `events` events: a mirror seen for the first time is stored
+/// in one statement per row, where creating it empty and then catching up
+/// took an update of the new row per message and one more for its status.
+pub fn create_with_history(
+    conn: &Connection,
+    t: &NewTask,
+    history: &[Message],
+    events: i64,
+) -> Result<TaskHead> {
+    let n = i64::try_from(history.len()).unwrap_or(i64::MAX);
+    let head = insert_row(conn, t, n, events)?;
+    for (seq, m) in (1..).zip(history) {
+        insert_message(conn, &t.id, seq, m)?;
+    }
     Ok(head)
 }
 
