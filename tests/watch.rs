@@ -28,10 +28,30 @@ steps = [{ status = { state = "auth-required", text = "Please sign in at https:/
 "#;
 
 fn local_config(peer: &Server) -> String {
+    config_sweeping_every(peer, 1)
+}
+
+/// Us, watching `peer` as `bot`, re-reading its open tasks every
+/// `sweep_secs` (0: never).
+fn config_sweeping_every(peer: &Server, sweep_secs: u64) -> String {
     format!(
-        "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        "[webhooks]\nsweep_secs = {sweep_secs}\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
         peer.base
     )
+}
+
+/// A task started on the peer by another tool, and a push subscription
+/// here: (the remote task's id, the subscription's URL and token).
+async fn started_elsewhere(peer: &Server, api: &Api, text: &str) -> (String, String, String) {
+    let remote = peer.client().send_text("bot", "other-tool", text).await;
+    let remote_id = remote["task"]["id"].as_str().unwrap().to_owned();
+    let (status, sub) = api
+        .call(reqwest::Method::POST, "/peers/bot/subscriptions", None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sub}");
+    let url = sub["url"].as_str().unwrap().to_owned();
+    let token = sub["token"].as_str().unwrap().to_owned();
+    (remote_id, url, token)
 }
 
 async fn wait_for(api: &Api, task: &str, state: &str) -> Value {
@@ -121,27 +141,13 @@ async fn a_peer_task_is_parked_here_and_the_decision_resumes_it_once() {
 #[tokio::test]
 async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the_peer() {
     let peer = Server::start(Some(PEER));
-    let local = Server::start(Some(&format!(
-        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
-        peer.base
-    )));
+    let local = Server::start(Some(&config_sweeping_every(&peer, 0)));
     let api = Api::new(&local);
-    // A task started on the peer by another tool.
-    let remote = peer
-        .client()
-        .send_text("bot", "other-tool-1", "deploy the docs")
-        .await;
-    let remote_id = remote["task"]["id"].as_str().unwrap().to_owned();
-    let (status, sub) = api
-        .call(reqwest::Method::POST, "/peers/bot/subscriptions", None)
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{sub}");
-    let url = sub["url"].as_str().unwrap().to_owned();
+    let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the docs").await;
     assert!(
         url.starts_with(&local.base) && url.contains("/webhooks/"),
         "{url}"
     );
-    let token = sub["token"].as_str().unwrap().to_owned();
     let http = reqwest::Client::new();
     let push = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
     // Forged: wrong token, wrong subscription.
@@ -193,27 +199,16 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
 #[tokio::test]
 async fn a_task_first_seen_through_a_push_is_mirrored_as_it_stands_on_the_peer() {
     let peer = Server::start(Some(PEER));
-    let local = Server::start(Some(&format!(
-        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
-        peer.base
-    )));
+    let local = Server::start(Some(&config_sweeping_every(&peer, 0)));
     let api = Api::new(&local);
-    let remote = peer
-        .client()
-        .send_text("bot", "other-tool-2", "deploy the site")
-        .await;
-    let remote_id = remote["task"]["id"].as_str().unwrap().to_owned();
-    let (_, sub) = api
-        .call(reqwest::Method::POST, "/peers/bot/subscriptions", None)
-        .await;
-    let (url, token) = (sub["url"].as_str().unwrap(), sub["token"].as_str().unwrap());
+    let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the site").await;
     let push = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
     let http = reqwest::Client::new();
     let mut seen = Vec::new();
     for _ in 0..2 {
         let r = http
-            .post(url)
-            .header("A2A-Notification-Token", token)
+            .post(&url)
+            .header("A2A-Notification-Token", &token)
             .json(&push)
             .send()
             .await
