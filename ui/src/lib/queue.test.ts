@@ -97,6 +97,33 @@ describe('queue store', () => {
     expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'b', 'a']);
   });
 
+  it('a row focused while a new sort is loading stays focused when the page lands', async () => {
+    const { m, state } = server([turn('a', 1), turn('b', 2), turn('c', 3)]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'b', 'a']);
+    // The oldest-first page is slow; the old rows stay on screen meanwhile.
+    let hold: (() => void) | null = null;
+    const oldest = [...state.items].sort((x, y) => x.openedMs - y.openedMs);
+    const page = json(200, { items: oldest, total: 3, counts: { inbox: 3 } });
+    m.on('GET', /sort=oldest/, () => (hold ? page : new Promise((r) => (hold = () => r(page)))));
+    const sorting = q.setFilter({ sort: 'oldest' });
+    await tick();
+    // The person clicks the row of "c", still first on screen.
+    q.focusTask('c');
+    expect(get(q).cursor).toBe(0);
+    (hold as unknown as () => void)();
+    await sorting;
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['a', 'b', 'c']);
+    expect(q.focused()?.taskId).toBe('c');
+    // A filter change nobody pointed into starts at the top.
+    await q.setFilter({ sort: 'newest' });
+    expect(get(q).cursor).toBe(0);
+    expect(q.focused()?.taskId).toBe('c');
+    await q.setFilter({ sort: 'oldest' });
+    expect(q.focused()?.taskId).toBe('a');
+  });
+
   it('moves, selects and decides in bulk with one result per task', async () => {
     const { m } = server([turn('a', 1), turn('b', 2), turn('c', 3)]);
     m.on('POST', '/api/tasks/a/decision', { decision: { id: 'd1', kind: 'approve', delivery: 'delivered' } })

@@ -102,6 +102,12 @@ export function createQueue(api: Api): QueueStore {
   const gone = new Map<string, number>();
   let clock = 0;
   const stale = (taskId: string, askedAt: number) => (gone.get(taskId) ?? -1) >= askedAt;
+  /**
+   * Whether the person has put the cursor on a row since the filter last
+   * changed. A page that lands after that keeps the cursor on the same task,
+   * wherever the new order puts it; otherwise it stays at the same index.
+   */
+  let pointed = false;
 
   const params = (f: QueueFilter) => ({
     agent: f.agent || undefined,
@@ -130,6 +136,8 @@ export function createQueue(api: Api): QueueStore {
       update((s) => {
         const ids = new Set(page.items.map((t) => t.taskId));
         const selected = new Set([...s.selected].filter((id) => ids.has(id)));
+        const focusedId = pointed ? s.items[s.cursor]?.taskId : undefined;
+        const kept = focusedId ? page.items.findIndex((t) => t.taskId === focusedId) : -1;
         return {
           ...s,
           items: page.items,
@@ -140,7 +148,7 @@ export function createQueue(api: Api): QueueStore {
           loading: false,
           loaded: true,
           selected,
-          cursor: Math.min(s.cursor, Math.max(0, page.items.length - 1)),
+          cursor: kept >= 0 ? kept : Math.min(s.cursor, Math.max(0, page.items.length - 1)),
         };
       });
     } catch (e) {
@@ -258,6 +266,7 @@ export function createQueue(api: Api): QueueStore {
   }
 
   function setCursor(i: number): void {
+    pointed = true;
     update((s) => ({ ...s, cursor: Math.max(0, Math.min(i, s.items.length - 1)) }));
   }
 
@@ -298,6 +307,7 @@ export function createQueue(api: Api): QueueStore {
     loadMore,
     async setFilter(f) {
       // The rows shown stay until the new ones arrive: no flash of "nothing".
+      pointed = false;
       update((s) => ({ ...s, filter: { ...s.filter, ...f }, cursor: 0, nextCursor: null }));
       await load();
     },
