@@ -572,20 +572,69 @@ describe('the approval UI', () => {
 
   test('settings are saved by the server and the theme applies at once', async () => {
     const page = await fresh();
+    // Once the window has read the settings, every further read is slow: the
+    // screen's own re-read lands after the edits below and must keep them.
+    await until(
+      () => page.evaluate(() => performance.getEntriesByType('resource').some((e) => e.name.endsWith('/api/settings'))),
+      'the first read of the settings',
+    );
+    await page.route('**/api/settings', async (route) => {
+      if (route.request().method() === 'GET') await new Promise((r) => setTimeout(r, 400));
+      await route.fallback();
+    });
+    const reread = page.waitForResponse((r) => r.url().endsWith('/api/settings') && r.request().method() === 'GET');
     await page.keyboard.press('g');
     await page.keyboard.press('s');
     await page.getByRole('heading', { name: 'Settings' }).waitFor();
     await page.getByTestId('set-webhook').fill('https://hooks.example.com');
     await page.getByLabel('Dark').check();
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await reread;
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    assert.equal(await page.getByTestId('set-webhook').inputValue(), 'https://hooks.example.com');
+    assert.equal(await page.getByLabel('Dark').isChecked(), true);
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByTestId('settings-saved').waitFor();
+    await page.screenshot({ path: join(output, 'settings.png') });
     const saved = await api(server, '/api/settings');
     assert.equal(saved.body.settings.webhookPublicUrl, 'https://hooks.example.com');
     assert.equal(saved.body.settings.theme, 'dark');
     await page.getByLabel('Follow the system').check();
     await page.getByRole('button', { name: 'Save' }).click();
     await until(async () => (await api(server, '/api/settings')).body.settings.theme === 'system', 'theme saved');
+  });
+
+  test('settings that cannot be read are not offered as defaults to save over them; Try again reads them', async () => {
+    await ui?.close();
+    ui = null;
+    const broken = await openPage(browser, server.uiUrl);
+    ui = broken;
+    const page = broken.page;
+    let failing = true;
+    await page.route('**/api/settings', (route) =>
+      failing && route.request().method() === 'GET'
+        ? route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 503, message: 'storage busy' } }) })
+        : route.fallback(),
+    );
+    await page.reload();
+    await page.locator('.layout').waitFor();
+    await page.keyboard.press('g');
+    await page.keyboard.press('s');
+    await page.getByTestId('settings-loading').getByText('could not be read').waitFor();
+    assert.match(await page.locator('.settings-form .error').innerText(), /storage busy/);
+    assert.equal(await page.getByTestId('set-webhook').isDisabled(), true);
+    assert.equal(await page.getByRole('button', { name: 'Save' }).isDisabled(), true);
+    failing = false;
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await until(() => page.getByTestId('set-webhook').isEnabled(), 'the form to open');
+    const saved = (await api(server, '/api/settings')).body.settings;
+    assert.equal(await page.getByTestId('set-webhook').inputValue(), saved.webhookPublicUrl ?? '');
+    assert.equal(await page.getByTestId('settings-loading').count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Save' }).isEnabled(), true);
+    // The refused reads show up as errors of the page: expected here.
+    await broken.close();
+    ui = null;
   });
 
   test('? shows every key; the queue works at 1024×640', async () => {
