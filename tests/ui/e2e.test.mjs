@@ -201,6 +201,10 @@ describe('the approval UI', () => {
     const heading = () => page.locator('#task-title').innerText();
     const decided = {};
     await page.keyboard.press('j');
+    // Enter ran the search: the run the typing had queued must not come
+    // 200 ms later and put the cursor back on the first row.
+    await page.waitForTimeout(400);
+    assert.equal(await page.locator('.qrow').nth(1).evaluate((e) => e.classList.contains('focused')), true);
     await page.keyboard.press('k');
     await page.keyboard.press('Enter'); // 1: approve in the task
     await page.locator('.decision-bar .actions').waitFor();
