@@ -607,6 +607,12 @@ describe('the approval UI', () => {
     await page.getByLabel('Follow the system').check();
     await page.getByRole('button', { name: 'Save' }).click();
     await until(async () => (await api(server, '/api/settings')).body.settings.theme === 'system', 'theme saved');
+    // A theme tried but not saved is dropped on leaving the screen.
+    await page.getByLabel('Light').check();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'light');
+    await page.getByRole('link', { name: /^Queue/ }).click();
+    await page.locator('.vlist, [data-testid=empty-queue]').first().waitFor();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme ?? 'system'), 'system');
   });
 
   test('settings that cannot be read are not offered as defaults to save over them; Try again reads them', async () => {
