@@ -4,6 +4,8 @@
 mod common;
 use common::*;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -534,4 +536,261 @@ async fn a_peer_can_be_sent_decisions_as_text_only() {
         .cloned()
         .unwrap();
     assert_eq!(decision["parts"], json!([{"text": "Approved. go"}]));
+}
+
+/// What the proxy in front of a peer does with the peer's GetTask calls.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reads {
+    Pass,
+    /// 503, as a peer that is down for a moment.
+    Fail,
+    /// Answered after this many milliseconds.
+    Slow(u64),
+}
+
+#[derive(Clone)]
+struct ProxyState {
+    upstream: Arc<OnceLock<String>>,
+    reads: Arc<Mutex<Reads>>,
+    /// GetTask calls the peer answered through the proxy.
+    answered: Arc<AtomicUsize>,
+    http: reqwest::Client,
+}
+
+/// An HTTP proxy on 127.0.0.1 in front of a peer (`countersign serve`
+/// advertising the proxy's address as its `public_url`), which makes the
+/// peer's GetTask fail or slow on demand.
+struct Proxy {
+    base: String,
+    state: ProxyState,
+}
+
+impl Proxy {
+    async fn start() -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = ProxyState {
+            upstream: Arc::default(),
+            reads: Arc::new(Mutex::new(Reads::Pass)),
+            answered: Arc::default(),
+            http: reqwest::Client::new(),
+        };
+        let app = axum::Router::new()
+            .fallback(forward)
+            .with_state(state.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Proxy { base, state }
+    }
+
+    /// The peer, `Server::start`ed with [`Proxy::peer_config`].
+    fn peer_config(&self) -> String {
+        format!("public_url = \"{}\"\n{PEER}", self.base)
+    }
+
+    fn to(&self, peer: &Server) {
+        self.state.upstream.set(peer.base.clone()).unwrap();
+    }
+
+    fn reads(&self, r: Reads) {
+        *self.state.reads.lock().unwrap() = r;
+    }
+
+    fn answered(&self) -> usize {
+        self.state.answered.load(Ordering::SeqCst)
+    }
+}
+
+async fn forward(
+    axum::extract::State(s): axum::extract::State<ProxyState>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    let is_read = text.contains("\"GetTask\"")
+        || text.contains("\"tasks/get\"")
+        || (parts.method == reqwest::Method::GET && parts.uri.path().contains("/tasks/"));
+    if is_read {
+        let reads = *s.reads.lock().unwrap();
+        match reads {
+            Reads::Pass => {}
+            Reads::Fail => {
+                return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
+            }
+            Reads::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        }
+    }
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut out = s
+        .http
+        .request(
+            parts.method.clone(),
+            format!("{}{path}", s.upstream.get().unwrap()),
+        )
+        .body(body);
+    for (name, value) in &parts.headers {
+        if name != reqwest::header::HOST && name != reqwest::header::CONTENT_LENGTH {
+            out = out.header(name, value);
+        }
+    }
+    let answer = out.send().await.unwrap();
+    let status = answer.status();
+    let headers = answer.headers().clone();
+    let bytes = answer.bytes().await.unwrap();
+    if is_read {
+        s.answered.fetch_add(1, Ordering::SeqCst);
+    }
+    let mut resp = (status, bytes).into_response();
+    if let Some(ct) = headers.get(reqwest::header::CONTENT_TYPE) {
+        resp.headers_mut()
+            .insert(reqwest::header::CONTENT_TYPE, ct.clone());
+    }
+    resp
+}
+
+/// Us, watching the peer behind `proxy`, with `extra` TOML in `[webhooks]`.
+fn config_behind(proxy: &Proxy, extra: &str) -> String {
+    format!(
+        "[webhooks]\nsweep_secs = 0\n{extra}\n\n[dispatch]\nmax_backoff_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        proxy.base
+    )
+}
+
+async fn push(url: &str, token: &str, remote_id: &str) -> (StatusCode, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .header("A2A-Notification-Token", token)
+        .json(&json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn reread_items(api: &Api) -> Vec<Value> {
+    let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+    o["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "reread")
+        .cloned()
+        .collect()
+}
+
+/// Waits (at most 15 s) for the queue to hold `n` tasks.
+async fn wait_for_queue(api: &Api, n: u64) -> Value {
+    for _ in 0..300 {
+        let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+        if q["total"] == n {
+            return q;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the queue never held {n} tasks");
+}
+
+#[tokio::test]
+async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_behind(&proxy, "");
+    let mut local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the docs").await;
+    proxy.reads(Reads::Fail);
+    let (status, body) = push(&url, &token, &remote_id).await;
+    // Received, and owed: the re-read waits in the durable outbox.
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["ok"], true);
+    assert!(
+        body["reason"].as_str().unwrap().contains("503"),
+        "the sender is told why: {body}"
+    );
+    let items = reread_items(&api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    let item = &items[0];
+    assert_eq!(item["id"], body["queued"]);
+    assert_eq!(item["status"], "pending");
+    assert_eq!(item["peerId"], "bot");
+    assert_eq!(item["refId"], remote_id.as_str());
+    assert!(item["attempts"].as_i64().unwrap() >= 1, "{item}");
+    assert!(
+        item["lastError"].as_str().unwrap().contains("503"),
+        "{item}"
+    );
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 0, "nothing parked before the peer says so");
+    // The process dies; the peer comes back; the restarted server re-reads.
+    local.kill9();
+    proxy.reads(Reads::Pass);
+    let local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs");
+    let items = reread_items(&api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "delivered", "{items:?}");
+    // A push now is re-read at once, and parks nothing twice.
+    let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
+    let (status, body) = push(&url, &token, &remote_id).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 1, "{q}");
+}
+
+#[tokio::test]
+async fn a_push_is_answered_without_waiting_out_a_slow_peer() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 200")));
+    let api = Api::new(&local);
+    let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the site").await;
+    // A peer that answers GetTask only after 2 s (a busy one, or one that
+    // cannot serve while its own push is in flight).
+    proxy.reads(Reads::Slow(2000));
+    let (status, body) = push(&url, &token, &remote_id).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        proxy.answered(),
+        0,
+        "answered before the peer answered the re-read"
+    );
+    assert!(
+        body["reason"].as_str().unwrap().contains("within 200 ms"),
+        "{body}"
+    );
+    // The outbox's re-read waits for the peer, and parks the task.
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the site");
+    assert!(proxy.answered() >= 1);
+    let items = reread_items(&api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "delivered", "{items:?}");
+}
+
+#[tokio::test]
+async fn with_no_wait_every_push_is_acknowledged_first_and_re_read_after() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 0")));
+    let api = Api::new(&local);
+    let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the app").await;
+    let reads_before = proxy.answered();
+    let (status, body) = push(&url, &token, &remote_id).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["reason"], "re-read after the answer");
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the app");
+    assert_eq!(proxy.answered(), reads_before + 1, "one push, one re-read");
+    let items = reread_items(&api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "delivered");
+    assert_eq!(items[0]["attempts"], 1, "{items:?}");
 }

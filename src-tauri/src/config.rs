@@ -187,6 +187,13 @@ pub struct WebhooksConfig {
     pub sweep_secs: u64,
     /// Largest push body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// How long a push waits for its re-read from the peer before it is
+    /// answered 202 and the re-read is left to the outbox (milliseconds;
+    /// 0: always answer at once and re-read after). Kept below the few
+    /// seconds senders wait for an answer, so a slow or busy peer, or one
+    /// that cannot answer GetTask while its own push is in flight, never
+    /// times its push out.
+    pub reread_wait_ms: u64,
 }
 
 impl Default for WebhooksConfig {
@@ -195,6 +202,7 @@ impl Default for WebhooksConfig {
             public_url: None,
             sweep_secs: 60,
             max_body_bytes: 1024 * 1024,
+            reread_wait_ms: 2000,
         }
     }
 }

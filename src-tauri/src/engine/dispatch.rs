@@ -1,6 +1,7 @@
 //! The outbox runner and what it delivers: decisions to peers, push
-//! notifications to callers' webhooks, and chain hops (a task pushed to a
-//! URL, or sent to a peer as a new, linked, watched task).
+//! notifications to callers' webhooks, chain hops (a task pushed to a URL,
+//! or sent to a peer as a new, linked, watched task), and the re-reads of
+//! pushed tasks that the webhook receiver could not wait for.
 //!
 //! Guarantee: at least once. An item is marked delivered only after the
 //! receiver answered 2xx, so a crash in between sends it again after the
@@ -194,6 +195,11 @@ impl Engine {
                 .map(|()| Done::Delivered)
                 .map_err(Failure::from),
             "push" => self.deliver_push(&item).await,
+            "reread" => self
+                .reread(&item)
+                .await
+                .map(|()| Done::Delivered)
+                .map_err(Failure::from),
             "chain" => self.deliver_hop(&item).await.map(|()| Done::Delivered),
             other => Err(Failure::permanent(format!("unknown outbox kind `{other}`"))),
         };
@@ -605,7 +611,7 @@ fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Mess
 }
 
 /// Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most `max_secs`.
-fn backoff_ms(attempts: i64, max_secs: u64) -> i64 {
+pub(super) fn backoff_ms(attempts: i64, max_secs: u64) -> i64 {
     let base = 1000i64
         .saturating_mul(1 << attempts.clamp(0, 20))
         .min(max_secs.saturating_mul(1000) as i64)

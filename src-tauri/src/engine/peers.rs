@@ -500,6 +500,63 @@ impl Engine {
         Ok(self.mirror(peer_id, subscription, task).await?)
     }
 
+    /// Leaves the re-read of a pushed task to the durable outbox, for a push
+    /// that could not wait for it (the peer failed, or was slower than
+    /// `[webhooks] reread_wait_ms`). `tried` is why the re-read made while
+    /// the push waited did not land, if one was made: it counts as the first
+    /// attempt, and the next follows after the first backoff. Once this
+    /// returns, the push may be acknowledged: the re-read is retried with
+    /// backoff until it lands, or it is dead-lettered where a person sees it.
+    /// Returns the outbox item's id.
+    pub async fn queue_reread(
+        &self,
+        peer_id: &str,
+        subscription: Option<&str>,
+        remote_id: &str,
+        tried: Option<String>,
+    ) -> Result<String, crate::store::Error> {
+        let now = now_ms();
+        let mut item = OutboxItem::due_now(
+            format!("reread:{}", new_id()),
+            "reread",
+            remote_id.to_owned(),
+            serde_json::json!({"remoteTaskId": remote_id, "subscription": subscription}),
+            now,
+        );
+        item.peer_id = Some(peer_id.to_owned());
+        // One task's re-reads run one at a time, in the order pushed.
+        item.order_key = Some(format!("reread:{peer_id}:{remote_id}"));
+        if let Some(error) = tried {
+            item.attempts = 1;
+            item.last_error = Some(error);
+            item.next_ms =
+                now + super::dispatch::backoff_ms(0, self.dispatch().config.max_backoff_secs);
+        }
+        let id = item.id.clone();
+        self.inner
+            .store
+            .write(move |conn| p::enqueue(conn, &item))
+            .await?;
+        self.inner.outbox_ready.notify_one();
+        Ok(id)
+    }
+
+    /// Delivers a `reread` outbox item: the re-read a push left behind.
+    pub(super) async fn reread(&self, item: &OutboxItem) -> Result<(), PeerError> {
+        let peer_id = item
+            .peer_id
+            .as_deref()
+            .ok_or_else(|| PeerError::Invalid("re-read without a peer".into()))?;
+        let remote_id = item.body["remoteTaskId"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| PeerError::Invalid("re-read without a task id".into()))?;
+        let subscription = item.body["subscription"].as_str();
+        self.refresh_watched(peer_id, subscription, remote_id)
+            .await
+            .map(|_| ())
+    }
+
     /// Re-reads every open watched task once (at start-up and periodically),
     /// so a lost push or a restart loses nothing. Returns how many were read.
     pub async fn sweep(&self) -> usize {

@@ -4,7 +4,12 @@
 //! (`X-A2A-Notification-Token`, `A2A-Notification-Token`, or
 //! `Authorization: Bearer`), compared in constant time, and even then it is
 //! only a hint — the engine re-reads the task from the peer before changing
-//! anything. The answer is 2xx only after that change is committed.
+//! anything. The answer is 200 once that change is committed; when the
+//! re-read fails or takes longer than `[webhooks] reread_wait_ms`, it is
+//! 202 once the re-read is queued in the durable outbox, which retries it.
+//! Either way a 2xx means nothing the push announced can be lost.
+
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -136,22 +141,52 @@ pub async fn receive(
         Ok(id) => id,
         Err(message) => return answer(StatusCode::BAD_REQUEST, &message),
     };
+    let wait = state.config.webhooks.reread_wait_ms;
+    let tried = if wait == 0 {
+        None
+    } else {
+        let reread = state
+            .engine
+            .refresh_watched(&sub.peer_id, Some(&sub.id), &remote_id);
+        match tokio::time::timeout(Duration::from_millis(wait), reread).await {
+            Ok(Ok(id)) => {
+                return (
+                    StatusCode::OK,
+                    axum::Json(json!({"ok": true, "taskId": id})),
+                )
+                    .into_response();
+            }
+            Ok(Err(e)) => Some(format!("cannot re-read the task from the peer: {e}")),
+            Err(_) => Some(format!(
+                "the peer did not answer the re-read within {wait} ms"
+            )),
+        }
+    };
+    if let Some(why) = &tried {
+        tracing::info!(subscription = %sub_id, "pushed task {remote_id}: {why}; the outbox retries");
+    }
+    // Received: from here the outbox owns the re-read, durably.
     match state
         .engine
-        .refresh_watched(&sub.peer_id, Some(&sub.id), &remote_id)
+        .queue_reread(&sub.peer_id, Some(&sub.id), &remote_id, tried.clone())
         .await
     {
-        Ok(id) => (
-            StatusCode::OK,
-            axum::Json(json!({"ok": true, "taskId": id})),
+        Ok(item) => (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({
+                "ok": true,
+                "queued": item,
+                "reason": tried.unwrap_or_else(|| "re-read after the answer".into()),
+            })),
         )
             .into_response(),
         Err(e) => {
-            tracing::warn!(subscription = %sub_id, "cannot re-read pushed task {remote_id}: {e}");
-            // Not committed: let the peer try again (the sweep will also catch it).
+            tracing::error!(subscription = %sub_id, "cannot queue the re-read of pushed task {remote_id}: {e}");
+            // Nothing kept: let the peer try again (the sweep also catches
+            // a task already known).
             answer(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &format!("cannot re-read the task from the peer: {e}"),
+                "storage failure; try again",
             )
         }
     }

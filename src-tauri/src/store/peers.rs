@@ -284,9 +284,11 @@ pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> 
 pub struct OutboxItem {
     pub id: String,
     /// `decision` (to a peer), `push` (a push notification to a caller's
-    /// webhook) or `chain` (a chain hop).
+    /// webhook), `chain` (a chain hop) or `reread` (a pushed task to read
+    /// from its peer, when the push could not wait for it).
     pub kind: String,
-    /// What it is about (the decision, task or hop id).
+    /// What it is about (the decision, task or hop id; for a `reread`, the
+    /// task's id on the peer).
     pub ref_id: String,
     pub peer_id: Option<String>,
     pub body: serde_json::Value,
@@ -360,14 +362,26 @@ pub fn queued_count() -> u64 {
     QUEUED.load(std::sync::atomic::Ordering::Acquire)
 }
 
-/// Queues a call (due now); an item with the same id already queued wins.
+/// Queues a call, due at its `next_ms`, with the attempts (and last error)
+/// already made elsewhere; an item with the same id already queued wins.
 pub fn enqueue(conn: &Connection, item: &OutboxItem) -> Result<()> {
     QUEUED.fetch_add(1, std::sync::atomic::Ordering::Release);
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, created_ms, order_key)
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 'pending', ?6, ?7)",
+        "INSERT OR IGNORE INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, last_error, created_ms, order_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ?10)",
     )?
-    .execute(params![item.id, item.kind, item.ref_id, item.peer_id, item.body.to_string(), item.created_ms, item.order_key])?;
+    .execute(params![
+        item.id,
+        item.kind,
+        item.ref_id,
+        item.peer_id,
+        item.body.to_string(),
+        item.attempts,
+        item.next_ms,
+        item.last_error,
+        item.created_ms,
+        item.order_key
+    ])?;
     Ok(())
 }
 

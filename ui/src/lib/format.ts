@@ -38,6 +38,22 @@ export function stateLabel(state: string): string {
   return s;
 }
 
+/** What an outbox item (`GET /api/outbox`) carries, in words. */
+export function deliveryLabel(kind: string): string {
+  switch (kind) {
+    case 'decision':
+      return 'decision';
+    case 'push':
+      return 'push notification';
+    case 'chain':
+      return 'chain hop';
+    case 'reread':
+      return 're-read of a pushed task';
+    default:
+      return kind;
+  }
+}
+
 /** base64 of a file's bytes, for decisions with attachments. */
 export async function fileToBase64(file: Blob): Promise<string> {
   const buf = new Uint8Array(await file.arrayBuffer());
