@@ -4,7 +4,8 @@
 mod common;
 use common::*;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ steps = [{ status = { state = "input-required", text = "Which environment?" } }]
 [[agents.rules]]
 text = "(?i)^slow"
 steps = [{ status = { state = "working" } }, { delay_ms = 1500 }, { status = { state = "input-required", text = "Which environment?" } }]
+[[agents.rules]]
+text = "(?i)^staging"
+steps = [{ status = { state = "working" } }, { delay_ms = 60000 }, { complete = "Deployed to staging" }]
 [[agents.rules]]
 text = "(?i)^sign"
 steps = [{ status = { state = "auth-required", text = "Please sign in at https://example.com/login" } }]
@@ -538,28 +542,25 @@ async fn a_peer_can_be_sent_decisions_as_text_only() {
     assert_eq!(decision["parts"], json!([{"text": "Approved. go"}]));
 }
 
-/// What the proxy in front of a peer does with the peer's GetTask calls.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Reads {
-    Pass,
-    /// 503, as a peer that is down for a moment.
-    Fail,
-    /// Answered after this many milliseconds.
-    Slow(u64),
-}
-
 #[derive(Clone)]
 struct ProxyState {
     upstream: Arc<OnceLock<String>>,
-    reads: Arc<Mutex<Reads>>,
-    /// GetTask calls the peer answered through the proxy.
+    /// GetTask calls get 503, as from a peer that is down for a moment.
+    fail: Arc<AtomicBool>,
+    /// How long the answers to the next GetTask calls are held back, in
+    /// milliseconds, one entry per call (the peer has answered; the answer
+    /// is late, as from a busy peer or a slow network).
+    delays: Arc<Mutex<VecDeque<u64>>>,
+    /// GetTask calls the peer answered (the proxy may still hold the answer).
+    read: Arc<AtomicUsize>,
+    /// GetTask answers the proxy passed on.
     answered: Arc<AtomicUsize>,
     http: reqwest::Client,
 }
 
 /// An HTTP proxy on 127.0.0.1 in front of a peer (`countersign serve`
-/// advertising the proxy's address as its `public_url`), which makes the
-/// peer's GetTask fail or slow on demand.
+/// advertising the proxy's address as its `public_url`), which fails or
+/// delays the peer's GetTask answers on demand.
 struct Proxy {
     base: String,
     state: ProxyState,
@@ -571,7 +572,9 @@ impl Proxy {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = ProxyState {
             upstream: Arc::default(),
-            reads: Arc::new(Mutex::new(Reads::Pass)),
+            fail: Arc::default(),
+            delays: Arc::default(),
+            read: Arc::default(),
             answered: Arc::default(),
             http: reqwest::Client::new(),
         };
@@ -591,8 +594,16 @@ impl Proxy {
         self.state.upstream.set(peer.base.clone()).unwrap();
     }
 
-    fn reads(&self, r: Reads) {
-        *self.state.reads.lock().unwrap() = r;
+    fn fail_reads(&self, fail: bool) {
+        self.state.fail.store(fail, Ordering::SeqCst);
+    }
+
+    fn delay_reads(&self, ms: &[u64]) {
+        self.state.delays.lock().unwrap().extend(ms);
+    }
+
+    fn read(&self) -> usize {
+        self.state.read.load(Ordering::SeqCst)
     }
 
     fn answered(&self) -> usize {
@@ -611,15 +622,8 @@ async fn forward(
     let is_read = text.contains("\"GetTask\"")
         || text.contains("\"tasks/get\"")
         || (parts.method == reqwest::Method::GET && parts.uri.path().contains("/tasks/"));
-    if is_read {
-        let reads = *s.reads.lock().unwrap();
-        match reads {
-            Reads::Pass => {}
-            Reads::Fail => {
-                return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
-            }
-            Reads::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-        }
+    if is_read && s.fail.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
     }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut out = s
@@ -639,6 +643,9 @@ async fn forward(
     let headers = answer.headers().clone();
     let bytes = answer.bytes().await.unwrap();
     if is_read {
+        s.read.fetch_add(1, Ordering::SeqCst);
+        let delay = s.delays.lock().unwrap().pop_front().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
         s.answered.fetch_add(1, Ordering::SeqCst);
     }
     let mut resp = (status, bytes).into_response();
@@ -702,7 +709,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
     let mut local = Server::start_in(dir.path(), Some(&config), &[]);
     let api = Api::new(&local);
     let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the docs").await;
-    proxy.reads(Reads::Fail);
+    proxy.fail_reads(true);
     let (status, body) = push(&url, &token, &remote_id).await;
     // Received, and owed: the re-read waits in the durable outbox.
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
@@ -727,7 +734,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
     assert_eq!(q["total"], 0, "nothing parked before the peer says so");
     // The process dies; the peer comes back; the restarted server re-reads.
     local.kill9();
-    proxy.reads(Reads::Pass);
+    proxy.fail_reads(false);
     let local = Server::start_in(dir.path(), Some(&config), &[]);
     let api = Api::new(&local);
     let q = wait_for_queue(&api, 1).await;
@@ -751,9 +758,9 @@ async fn a_push_is_answered_without_waiting_out_a_slow_peer() {
     let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 200")));
     let api = Api::new(&local);
     let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the site").await;
-    // A peer that answers GetTask only after 2 s (a busy one, or one that
-    // cannot serve while its own push is in flight).
-    proxy.reads(Reads::Slow(2000));
+    // A peer whose answer to GetTask comes 2 s late (a busy one, or one
+    // that cannot serve while its own push is in flight).
+    proxy.delay_reads(&[2000]);
     let (status, body) = push(&url, &token, &remote_id).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(
@@ -793,4 +800,88 @@ async fn with_no_wait_every_push_is_acknowledged_first_and_re_read_after() {
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered");
     assert_eq!(items[0]["attempts"], 1, "{items:?}");
+}
+
+#[tokio::test]
+async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 300")));
+    let api = Api::new(&local);
+    let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the docs").await;
+    let (status, body) = push(&url, &token, &remote_id).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["taskId"].as_str().unwrap().to_owned();
+    wait_for_queue(&api, 1).await;
+    // A push whose re-read the peer answers (input-required) but whose
+    // answer arrives 3 s late; the push is answered 202 after 300 ms and the
+    // outbox reads again, with its answer 3 s late as well.
+    proxy.delay_reads(&[3000, 3000]);
+    let read_before = proxy.read();
+    let (status, body) = push(&url, &token, &remote_id).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    for _ in 0..200 {
+        if proxy.read() >= read_before + 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        proxy.read(),
+        read_before + 2,
+        "the outbox's re-read reached the peer"
+    );
+    // While that answer is on its way, the question is answered on the peer
+    // (by another tool), and the peer pushes again.
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 1, "{q}");
+    let answered = peer
+        .client()
+        .rpc_ok(
+            "bot",
+            "SendMessage",
+            json!({"message": {"messageId": "other-tool-2", "role": "ROLE_USER", "taskId": remote_id,
+                               "parts": [{"text": "staging"}]},
+                   "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    assert!(answered.get("task").is_some(), "{answered}");
+    for _ in 0..200 {
+        let theirs = peer
+            .client()
+            .rpc_ok("bot", "GetTask", json!({"id": remote_id}))
+            .await;
+        if theirs["status"]["state"] == "TASK_STATE_WORKING" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    push(&url, &token, &remote_id).await;
+    // Every re-read done: the late answers are in, and so is the last read.
+    wait_for(&api, &id, "TASK_STATE_WORKING").await;
+    for _ in 0..400 {
+        let items = reread_items(&api).await;
+        if !items.is_empty() && items.iter().all(|i| i["status"] == "delivered") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let items = reread_items(&api).await;
+    assert!(
+        items.iter().all(|i| i["status"] == "delivered"),
+        "{items:?}"
+    );
+    let (_, detail) = api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await;
+    assert_eq!(
+        detail["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "the late input-required answer turned the mirror back: {detail}"
+    );
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(
+        q["total"], 0,
+        "the answered question is not parked again: {q}"
+    );
 }

@@ -103,6 +103,8 @@ struct Inner {
     queue_counts: queue::CountsCache,
     /// Chain hops being started on peers (see [`watch::Starts`]).
     starts: watch::Starts,
+    /// Re-reads of peer tasks in progress (see [`watch::Reads`]).
+    reads: watch::Reads,
 }
 
 impl From<store::Error> for Error {
@@ -306,6 +308,7 @@ impl Engine {
                 limits,
                 queue_counts: queue::CountsCache::default(),
                 starts: watch::Starts::default(),
+                reads: watch::Reads::default(),
             }),
         }
     }

@@ -492,6 +492,7 @@ impl Engine {
     ) -> Result<String, PeerError> {
         // A task a chain hop is starting there is mirrored by that start.
         self.await_starts(peer_id, remote_id).await;
+        let _one_at_a_time = self.reading(peer_id, remote_id).await;
         let (rec, card) = self.peer_card(peer_id, false).await?;
         let task = self
             .client()?

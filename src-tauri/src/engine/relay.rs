@@ -171,6 +171,7 @@ impl Engine {
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(2));
+            let _one_at_a_time = self.reading(&upstream, &remote_id).await;
             let task = self
                 .client()?
                 .get_task(&card.chosen, &auth, &remote_id, None)

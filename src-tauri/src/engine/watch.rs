@@ -7,7 +7,7 @@
 //! pushes, the periodic sweep and a restart all converge on the peer's truth.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -68,7 +68,64 @@ impl Drop for Starting {
     }
 }
 
+/// Re-reads in progress, by peer task: each task's re-reads (a push's, the
+/// outbox's, the sweep's, a relay's follow) run one at a time, so the read
+/// the peer answered last is the one mirrored last. Without this, a slow
+/// answer to an earlier read (a busy peer, a retried re-read) could land
+/// after a later one and turn the mirror back: park a question the person
+/// had already answered, say.
+#[derive(Default)]
+pub(super) struct Reads {
+    by_task: Mutex<HashMap<PeerTask, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A task on a peer: (peer id, the peer's task id).
+type PeerTask = (String, String);
+
+/// The right to re-read and mirror one peer task, until dropped.
+pub(super) struct Reading {
+    engine: Engine,
+    key: PeerTask,
+    lock: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        let mutex = self.lock.take().map(|g| {
+            let m = tokio::sync::OwnedMutexGuard::mutex(&g).clone();
+            drop(g);
+            m
+        });
+        if let (Some(mutex), Ok(mut map)) = (mutex, self.engine.inner.reads.by_task.lock()) {
+            // Only the map and this guard still hold it: nobody waits.
+            if Arc::strong_count(&mutex) == 2 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
 impl Engine {
+    /// Waits until no other re-read of `remote_id` on `peer_id` is in
+    /// progress, and holds off new ones until the result is dropped (see
+    /// [`Reads`]).
+    pub(super) async fn reading(&self, peer_id: &str, remote_id: &str) -> Reading {
+        let key = (peer_id.to_owned(), remote_id.to_owned());
+        let mutex = match self.inner.reads.by_task.lock() {
+            Ok(mut map) => Some(map.entry(key.clone()).or_default().clone()),
+            Err(_) => None,
+        };
+        let lock = match mutex {
+            Some(m) => Some(m.lock_owned().await),
+            None => None,
+        };
+        Reading {
+            engine: self.clone(),
+            key,
+            lock,
+        }
+    }
+
     /// Marks a chain hop as being started on `peer_id` until the result is
     /// dropped (see [`Starts`]).
     pub(super) fn starting(&self, peer_id: &str) -> Starting {
