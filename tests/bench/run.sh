@@ -111,6 +111,7 @@ load() {
         return 1
     }
     if [ -s "$work/loadgen.err" ]; then log "$system $scenario: $(cat "$work/loadgen.err")"; fi
+    last_out="$out"
     local peak after
     peak="$(mib "$(kib VmHWM "$server_pid")")"
     after="$(mib "$(kib VmRSS "$server_pid")")"
@@ -201,6 +202,41 @@ TOML
     printf 'countersign\tpush → parked, seen on /api/events (%s pushes, one at a time)\tp50 %s ms, p99 %s ms, max %s ms\n' \
         "$(json_field "$lat" pushes)" "$(json_field "$lat" p50_ms)" "$(json_field "$lat" p99_ms)" "$(json_field "$lat" max_ms)" >>"$extras"
     printf 'countersign\tRSS after all load\t%s MiB\n' "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    stop
+
+    # Pushes acknowledged first ([webhooks] reread_wait_ms = 0): each is
+    # answered 202 once its re-read is queued in the outbox, which re-reads
+    # and parks it after. Measures the answers, then how long after the load
+    # every acknowledged push (warm-up included) is parked.
+    port="$(free_port)"
+    data="$work/countersign-ack-first"
+    mkdir -p "$data"
+    sed 's/^sweep_secs = 0$/sweep_secs = 0\nreread_wait_ms = 0/' "$work/countersign/config.toml" >"$data/config.toml"
+    base="http://127.0.0.1:$port"
+    start countersign-ack-first "$base/a2a/echo/.well-known/agent-card.json" \
+        "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
+    token="$(cat "$data/ui-token")"
+    sub="$(curl -sf -X POST -H "Authorization: Bearer $token" "$base/api/peers/stub/subscriptions")"
+    load countersign "webhook push, acknowledged first (202), re-read after" "$(json_field "$sub" url)" --method POST \
+        --header "A2A-Notification-Token: $(json_field "$sub" token)" \
+        --body '{"statusUpdate":{"taskId":"pushed-{n}","contextId":"c-{n}","status":{"state":"TASK_STATE_INPUT_REQUIRED"}}}'
+    acked="$(json_field "$last_out" ok_total)"
+    drained="$(python3 - "$base/api/queue?limit=1" "$token" "$acked" <<'PY'
+import json, sys, time, urllib.request
+url, token, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start = time.monotonic()
+total = -1
+while time.monotonic() - start < 300:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    total = json.load(urllib.request.urlopen(req))["total"]
+    if total >= want:
+        break
+    time.sleep(0.05)
+print(f"{total} of {want} parked, {time.monotonic() - start:.2f} s after the load")
+PY
+)"
+    log "ack-first: $drained"
+    printf 'countersign\tpushes acknowledged first: %s (load: %s s + %s s warm-up)\t%s\n' "$acked" "$DURATION" "$WARMUP" "$drained" >>"$extras"
     stop
 
     # The queue at QUEUE_TASKS parked tasks: a fresh store filled through

@@ -1,7 +1,8 @@
 //! loadgen URL [options]: keeps `--conns` HTTP/1.1 keep-alive connections busy
 //! (one request in flight each, a closed loop) for `--warmup` seconds, then
 //! measures for `--duration` seconds and prints one line of JSON:
-//! `{"requests":…,"rps":…,"p50_ms":…,"p99_ms":…,"errors":…}`.
+//! `{"requests":…,"rps":…,"p50_ms":…,"p99_ms":…,"errors":…,"ok_total":…}`
+//! (`ok_total`: successes in all, warm-up included).
 //!
 //! Options: `--method GET|POST`, `--body TEXT` (every `{n}` becomes a number
 //! unique to the request, so message ids never repeat), `--header "K: V"`
@@ -108,6 +109,9 @@ struct Tally {
     lat: Vec<u32>,
     errors: u64,
     first_error: Option<String>,
+    /// Requests answered with success in any phase, warm-up included (what
+    /// the server acknowledged in all).
+    ok_total: u64,
 }
 
 /// Where the run is: warming up, measuring, or over.
@@ -203,6 +207,9 @@ async fn connection(o: Rc<Opts>, counter: Rc<Cell<u64>>, start: Instant) -> Tall
             };
             let micros = u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX);
             let broken = send.is_closed();
+            if outcome.is_ok() {
+                t.ok_total += 1;
+            }
             if o.limit.is_some() || (phase(start, &o) == 1 && p == 1) {
                 match outcome {
                     Ok(()) => t.lat.push(micros),
@@ -316,10 +323,12 @@ fn main() {
     });
     let mut lat = Vec::new();
     let mut errors = 0;
+    let mut ok_total = 0;
     let mut first_error = None;
     for t in tallies {
         lat.extend(t.lat);
         errors += t.errors;
+        ok_total += t.ok_total;
         if first_error.is_none() {
             first_error = t.first_error;
         }
@@ -335,12 +344,13 @@ fn main() {
         eprintln!("first error: {e}");
     }
     println!(
-        "{{\"requests\":{},\"rps\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"errors\":{}}}",
+        "{{\"requests\":{},\"rps\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"errors\":{},\"ok_total\":{}}}",
         lat.len(),
         rps,
         pct(&lat, 0.50),
         pct(&lat, 0.99),
         pct(&lat, 1.0),
-        errors
+        errors,
+        ok_total
     );
 }
