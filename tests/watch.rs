@@ -200,6 +200,18 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
     assert_eq!(r.status(), StatusCode::OK);
     let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
     assert_eq!(q["total"], 1);
+    // Once its peer is removed, the subscription (read by every push
+    // above) is gone too.
+    let (status, _) = api.call(reqwest::Method::DELETE, "/peers/bot", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let r = http
+        .post(&url)
+        .header("A2A-Notification-Token", &token)
+        .json(&push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]

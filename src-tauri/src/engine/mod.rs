@@ -10,6 +10,7 @@ pub mod decide;
 pub mod dispatch;
 pub mod events;
 pub mod lifecycle;
+pub mod peer_cache;
 pub mod peers;
 pub mod queue;
 pub mod relay;
@@ -105,6 +106,8 @@ struct Inner {
     starts: watch::Starts,
     /// Re-reads of peer tasks in progress (see [`watch::Reads`]).
     reads: watch::Reads,
+    /// Peers and subscriptions as last read (see [`peer_cache`]).
+    peer_cache: peer_cache::PeerCache,
 }
 
 impl From<store::Error> for Error {
@@ -309,6 +312,7 @@ impl Engine {
                 queue_counts: queue::CountsCache::default(),
                 starts: watch::Starts::default(),
                 reads: watch::Reads::default(),
+                peer_cache: peer_cache::PeerCache::default(),
             }),
         }
     }

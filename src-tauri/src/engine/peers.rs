@@ -3,10 +3,12 @@
 //! watched tasks (on a push, in the sweep, after a restart), and the durable
 //! outbox that delivers decisions with retries.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 
+use super::peer_cache::KnownPeer;
 use super::{Engine, new_id};
 use crate::a2a::client::{ClientError, PeerAuth, PeerCard};
 use crate::a2a::types::{
@@ -141,9 +143,7 @@ impl Engine {
                 pin: None,
                 card_change: None,
             };
-            self.inner
-                .store
-                .write(move |conn| p::put_peer(conn, &rec))
+            self.write_peers(move |conn| p::put_peer(conn, &rec))
                 .await?;
         }
         Ok(())
@@ -196,14 +196,12 @@ impl Engine {
         let stored = rec.clone();
         let card_json = card.card.clone();
         let pin = card.pin();
-        self.inner
-            .store
-            .write(move |conn| {
-                p::put_peer(conn, &stored)?;
-                p::set_card(conn, &stored.id, &card_json, now_ms())?;
-                p::check_pin(conn, &stored.id, &pin, now_ms())
-            })
-            .await?;
+        self.write_peers(move |conn| {
+            p::put_peer(conn, &stored)?;
+            p::set_card(conn, &stored.id, &card_json, now_ms())?;
+            p::check_pin(conn, &stored.id, &pin, now_ms())
+        })
+        .await?;
         self.peer_record(id).await
     }
 
@@ -213,9 +211,7 @@ impl Engine {
         self.peer_record(id).await?;
         let pid = id.to_owned();
         let accepted = self
-            .inner
-            .store
-            .write(move |conn| p::trust(conn, &pid, now_ms()))
+            .write_peers(move |conn| p::trust(conn, &pid, now_ms()))
             .await?;
         if accepted {
             tracing::info!(peer = %id, "the peer's changed card was accepted");
@@ -264,15 +260,27 @@ impl Engine {
     pub async fn remove_peer(&self, id: &str) -> Result<(), PeerError> {
         let pid = id.to_owned();
         if self
-            .inner
-            .store
-            .write(move |conn| p::remove_peer(conn, &pid))
+            .write_peers(move |conn| p::remove_peer(conn, &pid))
             .await?
         {
             Ok(())
         } else {
             Err(PeerError::UnknownPeer(id.to_owned()))
         }
+    }
+
+    /// Writes to the peers or subscriptions tables: the in-memory copies
+    /// of both are dropped as the write commits.
+    async fn write_peers<R, F>(&self, f: F) -> Result<R, crate::store::Error>
+    where
+        R: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> crate::store::Result<R> + Send + 'static,
+    {
+        let engine = self.clone();
+        self.inner
+            .store
+            .write_then(f, move |_| engine.inner.peer_cache.invalidate())
+            .await
     }
 
     async fn peer_record(&self, id: &str) -> Result<PeerRecord, PeerError> {
@@ -282,18 +290,22 @@ impl Engine {
             .ok_or_else(|| PeerError::UnknownPeer(id.to_owned()))
     }
 
-    /// The peer's card (cached; fetched if missing or `refresh`).
-    pub async fn peer_card(
-        &self,
-        id: &str,
-        refresh: bool,
-    ) -> Result<(PeerRecord, PeerCard), PeerError> {
+    /// The peer's record and card: the card as stored, fetched if missing
+    /// or `refresh`.
+    pub async fn peer_card(&self, id: &str, refresh: bool) -> Result<KnownPeer, PeerError> {
+        let cache = &self.inner.peer_cache;
+        if !refresh && let Some(known) = cache.peer(id) {
+            return Ok(known);
+        }
+        let ticket = cache.ticket();
         let rec = self.peer_record(id).await?;
         if !refresh
             && let Some(card) = &rec.card
             && let Ok(parsed) = PeerCard::from_json(&rec.url, card.clone())
         {
-            return Ok((rec, parsed));
+            let known = Arc::new((rec, parsed));
+            cache.keep_peer(ticket, &known);
+            return Ok(known);
         }
         let card = self
             .client()?
@@ -301,9 +313,7 @@ impl Engine {
             .await?;
         let (pid, json, pin) = (rec.id.clone(), card.card.clone(), card.pin());
         let change = self
-            .inner
-            .store
-            .write(move |conn| {
+            .write_peers(move |conn| {
                 p::set_card(conn, &pid, &json, now_ms())?;
                 p::check_pin(conn, &pid, &pin, now_ms())
             })
@@ -327,7 +337,7 @@ impl Engine {
                 "the peer's agent card changed since it was trusted; its decisions and new tasks are held until the change is accepted (countersign peers trust {id})"
             );
         }
-        Ok((self.peer_record(id).await?, card))
+        Ok(Arc::new((self.peer_record(id).await?, card)))
     }
 
     /// A new webhook subscription for a peer's pushes.
@@ -340,9 +350,7 @@ impl Engine {
             created_ms: now_ms(),
         };
         let stored = sub.clone();
-        self.inner
-            .store
-            .write(move |conn| p::insert_subscription(conn, &stored))
+        self.write_peers(move |conn| p::insert_subscription(conn, &stored))
             .await?;
         Ok(sub)
     }
@@ -352,9 +360,19 @@ impl Engine {
         &self,
         id: &str,
     ) -> Result<Option<Subscription>, crate::store::Error> {
-        self.inner
+        let cache = &self.inner.peer_cache;
+        if let Some(sub) = cache.subscription(id) {
+            return Ok(Some(sub));
+        }
+        let ticket = cache.ticket();
+        let sub = self
+            .inner
             .store
-            .read_point(|conn| p::subscription(conn, id))
+            .read_point(|conn| p::subscription(conn, id))?;
+        if let Some(sub) = &sub {
+            cache.keep_subscription(ticket, sub);
+        }
+        Ok(sub)
     }
 
     /// When the peer offers push notifications and we know where it reaches
@@ -446,15 +464,16 @@ impl Engine {
     ) -> Result<Task, PeerError> {
         let _starting = hop.is_some().then(|| self.starting(peer_id));
         // A fresh card: a new task goes only to the agent the person trusted.
-        let (rec, card) = self.peer_card(peer_id, true).await?;
-        Self::ensure_trusted(&rec)?;
+        let peer = self.peer_card(peer_id, true).await?;
+        let (rec, card) = &*peer;
+        Self::ensure_trusted(rec)?;
         let auth = auth_of(&rec.auth);
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
         };
         let mut sub_id = self
-            .watch_by_push(peer_id, &card, &mut configuration)
+            .watch_by_push(peer_id, card, &mut configuration)
             .await?;
         let req = SendMessageRequest {
             tenant: None,
@@ -463,7 +482,7 @@ impl Engine {
             metadata: None,
         };
         let sent = self
-            .send_watched(peer_id, &card, &auth, req, &mut sub_id)
+            .send_watched(peer_id, card, &auth, req, &mut sub_id)
             .await;
         let task = match sent? {
             SendMessageResponse::Task(t) => t,
@@ -493,7 +512,8 @@ impl Engine {
         // A task a chain hop is starting there is mirrored by that start.
         self.await_starts(peer_id, remote_id).await;
         let _one_at_a_time = self.reading(peer_id, remote_id).await;
-        let (rec, card) = self.peer_card(peer_id, false).await?;
+        let peer = self.peer_card(peer_id, false).await?;
+        let (rec, card) = &*peer;
         let task = self
             .client()?
             .get_task(&card.chosen, &auth_of(&rec.auth), remote_id, None)
@@ -594,8 +614,9 @@ impl Engine {
             .peer_id
             .clone()
             .ok_or_else(|| PeerError::Invalid("outbox item without a peer".into()))?;
-        let (rec, card) = self.peer_card(&peer_id, false).await?;
-        Self::ensure_trusted(&rec)?;
+        let peer = self.peer_card(&peer_id, false).await?;
+        let (rec, card) = &*peer;
+        Self::ensure_trusted(rec)?;
         let auth = auth_of(&rec.auth);
         let b = &item.body;
         let remote_id = b["remoteTaskId"].as_str().unwrap_or_default().to_owned();

@@ -93,7 +93,8 @@ impl Engine {
             .upstream
             .clone()
             .ok_or_else(|| PeerError::Invalid("relay without an upstream".into()))?;
-        let (rec, card) = self.peer_card(&upstream, false).await?;
+        let peer = self.peer_card(&upstream, false).await?;
+        let (rec, card) = &*peer;
         let auth = super::peers::auth_of(&rec.auth);
         let link = self
             .inner
@@ -108,7 +109,7 @@ impl Engine {
         let mut sub_id = match link {
             Some(_) => None,
             None => {
-                self.watch_by_push(&upstream, &card, &mut configuration)
+                self.watch_by_push(&upstream, card, &mut configuration)
                     .await?
             }
         };
@@ -119,7 +120,7 @@ impl Engine {
             metadata: None,
         };
         let remote = match self
-            .send_watched(&upstream, &card, &auth, req, &mut sub_id)
+            .send_watched(&upstream, card, &auth, req, &mut sub_id)
             .await?
         {
             SendMessageResponse::Task(t) => t,

@@ -152,7 +152,7 @@ async fn remove(State(state): State<Shared>, Path(id): Path<String>) -> Response
 /// `POST /api/peers/{id}/refresh`: fetch the card again.
 async fn refresh(State(state): State<Shared>, Path(id): Path<String>) -> Response {
     match state.engine.peer_card(&id, true).await {
-        Ok((peer, card)) => axum::Json(json!({"peer": peer, "card": card.card})).into_response(),
+        Ok(known) => axum::Json(json!({"peer": known.0, "card": known.1.card})).into_response(),
         Err(e) => peer_error(e),
     }
 }
