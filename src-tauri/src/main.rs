@@ -34,7 +34,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the headless server: A2A agents, cards and (later) the web UI.
+    /// Run the headless server: the A2A agents and their cards, the webhook receiver and the web UI.
     Serve(ServeArgs),
     /// List recent tasks of the running instance (`--parked`: those waiting for you).
     Tasks(TasksArgs),
@@ -55,7 +55,8 @@ enum Command {
     /// Create a webhook URL and token for another tool's push config for a peer.
     Subscribe(SubscribeArgs),
     /// List outbound deliveries (decisions to peers, push notifications,
-    /// chain hops): delivered, pending or failed; `retry ID` a failed one.
+    /// chain hops, re-reads of pushed tasks): delivered, pending or failed;
+    /// `retry ID` a failed one.
     Deliveries(DeliveriesArgs),
     /// Chain rules: when a task reaches a state, push it to a URL or send it
     /// to a peer as a new task.
