@@ -155,12 +155,12 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
         "{url}"
     );
     let http = reqwest::Client::new();
-    let push = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
+    let update = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
     // Forged: wrong token, wrong subscription.
     let r = http
         .post(&url)
         .header("X-A2A-Notification-Token", "wrong")
-        .json(&push)
+        .json(&update)
         .send()
         .await
         .unwrap();
@@ -168,7 +168,7 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
     let r = http
         .post(format!("{}/webhooks/nope", local.base))
         .header("X-A2A-Notification-Token", &token)
-        .json(&push)
+        .json(&update)
         .send()
         .await
         .unwrap();
@@ -180,7 +180,7 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
         let r = http
             .post(&url)
             .header(header, &token)
-            .json(&push)
+            .json(&update)
             .send()
             .await
             .unwrap();
@@ -204,14 +204,8 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
     // above) is gone too.
     let (status, _) = api.call(reqwest::Method::DELETE, "/peers/bot", None).await;
     assert_eq!(status, StatusCode::OK);
-    let r = http
-        .post(&url)
-        .header("A2A-Notification-Token", &token)
-        .json(&push)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let (status, _) = push(&url, &token, &remote_id).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -220,18 +214,10 @@ async fn a_task_first_seen_through_a_push_is_mirrored_as_it_stands_on_the_peer()
     let local = Server::start(Some(&config_sweeping_every(&peer, 0)));
     let api = Api::new(&local);
     let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the site").await;
-    let push = json!({"statusUpdate": {"taskId": remote_id, "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}});
-    let http = reqwest::Client::new();
     let mut seen = Vec::new();
     for _ in 0..2 {
-        let r = http
-            .post(&url)
-            .header("A2A-Notification-Token", &token)
-            .json(&push)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
+        let (status, _) = push(&url, &token, &remote_id).await;
+        assert_eq!(status, StatusCode::OK);
         let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
         assert_eq!(q["total"], 1, "{q}");
         let id = q["items"][0]["taskId"].as_str().unwrap().to_owned();
