@@ -138,22 +138,7 @@ fn apply_step(
                     state.short_name()
                 ))));
             }
-            let message = message.map(|mut m| {
-                m.task_id = Some(tid.clone());
-                m.context_id = Some(h.context_id.clone());
-                m
-            });
-            let status = TaskStatus {
-                state,
-                message,
-                timestamp: Some(format_timestamp(now)),
-            };
-            let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: tid.clone(),
-                context_id: h.context_id.clone(),
-                status: status.clone(),
-                metadata: None,
-            });
+            let (status, body) = status_change(tid, &h.context_id, state, message, now);
             let seq = tasks::record_status(conn, h, &status, status.message.as_ref(), now)?;
             crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
             (state, body, seq)
@@ -194,6 +179,34 @@ fn apply_step(
         state,
         body,
     })))
+}
+
+/// The status a step sets on the task `task_id` (its message tagged with
+/// the task) and the event that reports it.
+fn status_change(
+    task_id: &str,
+    context_id: &str,
+    state: TaskState,
+    message: Option<Message>,
+    now: i64,
+) -> (TaskStatus, StreamResponse) {
+    let message = message.map(|mut m| {
+        m.task_id = Some(task_id.to_owned());
+        m.context_id = Some(context_id.to_owned());
+        m
+    });
+    let status = TaskStatus {
+        state,
+        message,
+        timestamp: Some(format_timestamp(now)),
+    };
+    let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task_id.to_owned(),
+        context_id: context_id.to_owned(),
+        status: status.clone(),
+        metadata: None,
+    });
+    (status, body)
 }
 
 /// The step that ends a run: a task still submitted or working completes.
@@ -237,6 +250,51 @@ impl Applied {
         }
         Ok(true)
     }
+}
+
+/// Creates a task already moved by its first status step: the row holds
+/// that status, the history the caller's message and the step's, and the
+/// turn it opens takes its preview from them. Both events (the task, then
+/// the status change) are fanned out as if the step had been applied after
+/// the creation, and the second is kept in `applied`.
+fn create_with_status(
+    conn: &rusqlite::Connection,
+    mut new: NewTask,
+    first_message: Message,
+    (first, state, message): (&StreamResponse, TaskState, Option<Message>),
+    applied: &mut Applied,
+    max_depth: i64,
+) -> Result<TaskHead, store::Error> {
+    let now = new.now_ms;
+    let (status, body) = status_change(&new.id, &new.context_id, state, message, now);
+    let mut history = vec![first_message];
+    history.extend(status.message.clone());
+    new.status = status;
+    let head = tasks::create_with_history(conn, &new, &history, 2)?;
+    store::dispatch::fan_out(conn, &head.id, 1, first, None, max_depth, now)?;
+    let preview = store::queue::preview_of_newest_first(history.iter().rev());
+    let from = TaskState::Submitted;
+    store::queue::sync_turn_with(
+        conn,
+        &head.id,
+        &head.agent_id,
+        from,
+        state,
+        now,
+        Some(preview),
+    )?;
+    let entered = (state != from).then_some(state);
+    store::dispatch::fan_out(conn, &head.id, 2, &body, entered, max_depth, now)?;
+    applied.seq = 2;
+    applied.events.push(Event {
+        task_id: head.id.clone(),
+        agent_id: head.agent_id.clone(),
+        owner: head.owner.clone(),
+        seq: 2,
+        state,
+        body,
+    });
+    Ok(head)
 }
 
 /// An `append` chunk without its own id extends the artifact produced last
@@ -624,29 +682,56 @@ impl Engine {
                 .write_then_unguarded(
                     move |conn| {
                         let first = StreamResponse::Task(task);
-                        let mut head = tasks::create(conn, &new, &msg)?;
-                        // Stored before the first event goes out: it is owed
-                        // that event too.
-                        if let Some(mut cfg) = inline_push {
-                            cfg.task_id = Some(new.id.clone());
-                            cfg.id.get_or_insert_with(|| new.id.clone());
-                            tasks::put_push_config(conn, &cfg, push_dialect, now)?;
-                        }
-                        store::dispatch::fan_out(
-                            conn,
-                            &new.id,
-                            head.last_seq,
-                            &first,
-                            None,
-                            max_depth,
-                            now,
-                        )?;
+                        let mut now_steps = now_steps.into_iter().peekable();
                         let mut applied = Applied {
-                            seq: head.last_seq,
+                            seq: 1,
                             events: Vec::new(),
                             stopped: false,
                         };
-                        if now_steps.is_empty() {
+                        // The first status step is stored with the task, one
+                        // row write instead of an insert and an update. Not
+                        // with a push config: an older dialect's notification
+                        // of the first event carries the task as stored then.
+                        let fused = match now_steps.peek() {
+                            Some(Step::Status(state, _))
+                                if inline_push.is_none()
+                                    && lifecycle::can_move(TaskState::Submitted, *state) =>
+                            {
+                                now_steps.next()
+                            }
+                            _ => None,
+                        };
+                        let took_first = fused.is_some();
+                        let mut head = if let Some(Step::Status(state, message)) = fused {
+                            create_with_status(
+                                conn,
+                                new,
+                                msg,
+                                (&first, state, message),
+                                &mut applied,
+                                max_depth,
+                            )?
+                        } else {
+                            let head = tasks::create(conn, &new, &msg)?;
+                            // Stored before the first event goes out: it is
+                            // owed that event too.
+                            if let Some(mut cfg) = inline_push {
+                                cfg.task_id = Some(new.id.clone());
+                                cfg.id.get_or_insert_with(|| new.id.clone());
+                                tasks::put_push_config(conn, &cfg, push_dialect, now)?;
+                            }
+                            store::dispatch::fan_out(
+                                conn,
+                                &new.id,
+                                head.last_seq,
+                                &first,
+                                None,
+                                max_depth,
+                                now,
+                            )?;
+                            head
+                        };
+                        if now_steps.peek().is_none() && !took_first {
                             return Ok(applied);
                         }
                         for step in now_steps {

@@ -17,7 +17,7 @@ use crate::a2a::types::{
     Message, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use crate::clock::now_ms;
-use crate::store::queue::sync_turn;
+use crate::store::queue::{sync_turn, sync_turn_with};
 use crate::store::{NewTask, TaskHead, peers, tasks};
 
 /// The owner recorded on watched tasks (they belong to the person).
@@ -381,7 +381,9 @@ impl FirstSight<'_> {
             return Ok((id, None));
         }
         let from = TaskState::Submitted;
-        sync_turn(conn, &id, &head.agent_id, from, status.state, self.now)?;
+        let preview = crate::store::queue::preview_of_newest_first(history.iter().rev());
+        let to = status.state;
+        sync_turn_with(conn, &id, &head.agent_id, from, to, self.now, Some(preview))?;
         let ev = announce(
             conn,
             &head,

@@ -122,25 +122,39 @@ pub fn request_preview(conn: &Connection, task_id: &str) -> Result<String> {
         let Ok(m) = serde_json::from_str::<Message>(&body?) else {
             continue;
         };
-        if m.role == Role::User {
-            let text = m.text();
-            let first = text
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("");
-            let mut preview: String = first.chars().take(200).collect();
-            if preview.is_empty() {
-                preview = m
-                    .parts
-                    .first()
-                    .map(|p| format!("({} part)", p.kind()))
-                    .unwrap_or_default();
-            }
+        if let Some(preview) = preview_of(&m) {
             return Ok(preview);
         }
     }
     Ok(String::new())
+}
+
+/// [`request_preview`] of a history held in memory, newest message first.
+pub fn preview_of_newest_first<'a>(history: impl IntoIterator<Item = &'a Message>) -> String {
+    history.into_iter().find_map(preview_of).unwrap_or_default()
+}
+
+/// The preview a caller's message gives (`None` for anyone else's): its
+/// first non-blank line, or the kind of its first part.
+fn preview_of(m: &Message) -> Option<String> {
+    if m.role != Role::User {
+        return None;
+    }
+    let text = m.text();
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut preview: String = first.chars().take(200).collect();
+    if preview.is_empty() {
+        preview = m
+            .parts
+            .first()
+            .map(|p| format!("({} part)", p.kind()))
+            .unwrap_or_default();
+    }
+    Some(preview)
 }
 
 /// The open turn of a task, if it is parked.
@@ -192,6 +206,20 @@ pub fn sync_turn(
     to: TaskState,
     now_ms: i64,
 ) -> Result<()> {
+    sync_turn_with(conn, task_id, agent_id, from, to, now_ms, None)
+}
+
+/// [`sync_turn`], given the preview of a turn it opens when the caller has
+/// the task's history at hand (`None`: read from the stored history).
+pub fn sync_turn_with(
+    conn: &Connection,
+    task_id: &str,
+    agent_id: &str,
+    from: TaskState,
+    to: TaskState,
+    now_ms: i64,
+    preview: Option<String>,
+) -> Result<()> {
     if from == to {
         return Ok(());
     }
@@ -214,7 +242,10 @@ pub fn sync_turn(
     }
     if to.is_interrupted() {
         let id = uuid::Uuid::now_v7().to_string();
-        let preview = request_preview(conn, task_id)?;
+        let preview = match preview {
+            Some(p) => p,
+            None => request_preview(conn, task_id)?,
+        };
         conn.prepare_cached(
             "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
              VALUES (?1, ?2, ?3, (SELECT origin FROM tasks WHERE id = ?2), ?4, ?5, ?6)",
