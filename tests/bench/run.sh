@@ -11,7 +11,7 @@
 # $DURATION s measured at $CONNS keep-alive connections.
 #
 # Environment: DURATION (10), WARMUP (3), CONNS (32), QUEUE_TASKS (100000),
-# SERVER_CPU (0), LOAD_CPU (1), SYSTEMS ("countersign rust js py-mem py-sqlite"),
+# SERVER_CPU (0), LOAD_CPU (1), SYSTEMS ("countersign floor rust js py-mem py-sqlite"),
 # PUSHES (200, for push → parked latency). Needs cargo, node ≥ 20, npm, curl,
 # python3 (with venv), taskset; takes 5–10 minutes.
 set -euo pipefail
@@ -23,7 +23,7 @@ CONNS="${CONNS:-32}"
 QUEUE_TASKS="${QUEUE_TASKS:-100000}"
 SERVER_CPU="${SERVER_CPU:-0}"
 LOAD_CPU="${LOAD_CPU:-1}"
-SYSTEMS="${SYSTEMS:-countersign rust js py-mem py-sqlite}"
+SYSTEMS="${SYSTEMS:-countersign floor rust js py-mem py-sqlite}"
 PUSHES="${PUSHES:-200}"
 export CARGO_INCREMENTAL=0
 
@@ -36,10 +36,12 @@ if [[ " $SYSTEMS " == *" countersign "* ]]; then
     (cd "$root" && cargo build --quiet --release --no-default-features)
 fi
 export CARGO_TARGET_DIR="$here/target"
-log "building the load generator and the Rust SDK echo server"
+log "building the load generator, the durable floor and the Rust SDK echo server"
 cargo build --quiet --release --manifest-path "$here/loadgen/Cargo.toml"
+cargo build --quiet --release --manifest-path "$here/durable-floor/Cargo.toml"
 cargo build --quiet --release --manifest-path "$here/rust-sdk-echo/Cargo.toml"
 LOADGEN="$CARGO_TARGET_DIR/release/loadgen"
+FLOOR="$CARGO_TARGET_DIR/release/durable-floor"
 RUST_ECHO="$CARGO_TARGET_DIR/release/rust-sdk-echo"
 if [[ " $SYSTEMS " == *" js "* ]]; then
     log "installing @a2a-js/sdk (npm ci)"
@@ -259,6 +261,16 @@ PY
     load countersign "queue first page (50 of $total), 1 connection" "$base/api/queue?limit=50&sort=oldest" \
         --header "Authorization: Bearer $token" --conns 1
     printf 'countersign\tRSS with %s parked tasks, after the queue load\t%s MiB\n' "$total" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    stop
+fi
+
+# ---- the durable floor ------------------------------------------------------
+# Not an SDK: the least a server that commits each task before answering does
+# (tests/bench/durable-floor), to show what Countersign's own work costs.
+if [[ " $SYSTEMS " == *" floor "* ]]; then
+    port="$(free_port)"
+    start floor "http://127.0.0.1:$port/.well-known/agent-card.json" "$FLOOR" "$port" "$work/floor.db"
+    peer_scenarios "minimal durable server (axum + rusqlite, grouped commits)" "http://127.0.0.1:$port"
     stop
 fi
 
