@@ -640,10 +640,11 @@ pub struct ListPushConfigsResponse {
 
 /// RFC 3339 UTC with milliseconds, the one timestamp form on the wire.
 pub fn format_timestamp(ms: i64) -> String {
+    // The same text as `format("%Y-%m-%dT%H:%M:%S%.3fZ")`, without parsing
+    // a format string on every call (1.6% of a durable SendMessage).
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
         .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Parses an ISO 8601 / RFC 3339 timestamp into milliseconds since the epoch.
@@ -736,6 +737,14 @@ mod tests {
     #[test]
     fn timestamps_are_utc_with_milliseconds() {
         assert_eq!(format_timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_timestamp(1_795_606_523_475),
+            "2026-11-25T11:35:23.475Z"
+        );
+        assert_eq!(
+            format_timestamp(1_795_606_523_000),
+            "2026-11-25T11:35:23.000Z"
+        );
         assert_eq!(
             parse_timestamp("2025-11-09T10:30:00Z"),
             Some(1_762_684_200_000)
