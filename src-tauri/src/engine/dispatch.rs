@@ -103,6 +103,8 @@ pub enum ChainError {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Done {
     Delivered,
+    /// Delivered, and recorded as such in the transaction of its effect.
+    Recorded,
     /// Nothing left to deliver to (its push config was deleted).
     Canceled,
 }
@@ -235,7 +237,7 @@ impl Engine {
             "reread" => self
                 .reread(&item)
                 .await
-                .map(|()| Done::Delivered)
+                .map(|()| Done::Recorded)
                 .map_err(Failure::from),
             "chain" => self.deliver_hop(&item).await.map(|()| Done::Delivered),
             other => Err(Failure::permanent(format!("unknown outbox kind `{other}`"))),
@@ -243,6 +245,7 @@ impl Engine {
         let cfg = &self.dispatch().config;
         let now = now_ms();
         let (status, error, next) = match &result {
+            Ok(Done::Recorded) => return,
             Ok(Done::Delivered) => ("delivered", None, now),
             Ok(Done::Canceled) => (
                 "canceled",

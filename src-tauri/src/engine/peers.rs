@@ -9,6 +9,7 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use super::peer_cache::KnownPeer;
+use super::watch::Along;
 use super::{Engine, new_id};
 use crate::a2a::client::{ClientError, PeerAuth, PeerCard};
 use crate::a2a::types::{
@@ -494,7 +495,15 @@ impl Engine {
             }
         };
         let id = self
-            .mirror_linked(peer_id, sub_id.as_deref(), task, hop)
+            .mirror_linked(
+                peer_id,
+                sub_id.as_deref(),
+                task,
+                Along {
+                    hop,
+                    ..Along::default()
+                },
+            )
             .await?;
         self.task_detail(&id)
             .await
@@ -509,6 +518,18 @@ impl Engine {
         subscription: Option<&str>,
         remote_id: &str,
     ) -> Result<String, PeerError> {
+        self.refresh_along(peer_id, subscription, remote_id, Along::default())
+            .await
+    }
+
+    /// [`Engine::refresh_watched`], recording `along` with the mirror.
+    async fn refresh_along(
+        &self,
+        peer_id: &str,
+        subscription: Option<&str>,
+        remote_id: &str,
+        along: Along,
+    ) -> Result<String, PeerError> {
         // A task a chain hop is starting there is mirrored by that start.
         self.await_starts(peer_id, remote_id).await;
         let _one_at_a_time = self.reading(peer_id, remote_id).await;
@@ -518,7 +539,9 @@ impl Engine {
             .client()?
             .get_task(&card.chosen, &auth_of(&rec.auth), remote_id, None)
             .await?;
-        Ok(self.mirror(peer_id, subscription, task).await?)
+        Ok(self
+            .mirror_linked(peer_id, subscription, task, along)
+            .await?)
     }
 
     /// Leaves the re-read of a pushed task to the durable outbox, for a push
@@ -563,6 +586,7 @@ impl Engine {
     }
 
     /// Delivers a `reread` outbox item: the re-read a push left behind.
+    /// Its delivery is recorded with the mirror, in one transaction.
     pub(super) async fn reread(&self, item: &OutboxItem) -> Result<(), PeerError> {
         let peer_id = item
             .peer_id
@@ -573,7 +597,11 @@ impl Engine {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| PeerError::Invalid("re-read without a task id".into()))?;
         let subscription = item.body["subscription"].as_str();
-        self.refresh_watched(peer_id, subscription, remote_id)
+        let along = Along {
+            delivered: Some(item.id.clone()),
+            ..Along::default()
+        };
+        self.refresh_along(peer_id, subscription, remote_id, along)
             .await
             .map(|_| ())
     }

@@ -172,20 +172,19 @@ impl Engine {
         subscription: Option<&str>,
         remote: Task,
     ) -> Result<String, crate::store::Error> {
-        self.mirror_linked(peer_id, subscription, remote, None)
+        self.mirror_linked(peer_id, subscription, remote, Along::default())
             .await
     }
 
-    /// [`Engine::mirror`], linking a new mirror to the chain hop that
-    /// started it (in the same transaction, so the mirror's first events
-    /// already know their ancestry: loop protection depends on it).
+    /// [`Engine::mirror`], recording `along` in the same transaction.
     pub(super) async fn mirror_linked(
         &self,
         peer_id: &str,
         subscription: Option<&str>,
         remote: Task,
-        hop: Option<String>,
+        along: Along,
     ) -> Result<String, crate::store::Error> {
+        let Along { hop, delivered } = along;
         let max_depth = self.max_chain_depth();
         let peer_id = peer_id.to_owned();
         let subscription = subscription.map(str::to_owned);
@@ -196,6 +195,9 @@ impl Engine {
             .write_then(
                 move |conn| {
                     let now = now_ms();
+                    if let Some(item) = &delivered {
+                        peers::record_attempt(conn, item, "delivered", None, now, now)?;
+                    }
                     let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
                         let first = FirstSight {
                             peer_id: &peer_id,
@@ -275,6 +277,18 @@ impl Engine {
     pub async fn open_watched(&self) -> Result<Vec<(String, String, String)>, crate::store::Error> {
         self.inner.store.read(peers::open_watched).await
     }
+}
+
+/// What the transaction that mirrors a peer's task records with it.
+#[derive(Debug, Default)]
+pub(super) struct Along {
+    /// The chain hop that started the task: a new mirror is linked to it,
+    /// so the mirror's first events already know their ancestry (loop
+    /// protection depends on it).
+    pub hop: Option<String>,
+    /// The outbox item (a re-read) this mirror delivers: marked delivered
+    /// with it, one commit fewer than recording the attempt after.
+    pub delivered: Option<String>,
 }
 
 /// `remote`'s status, its message filed under our id `id`.
