@@ -161,6 +161,31 @@ async fn queue_counts_follow_every_change() {
     assert_eq!(api.json("/queue?q=second").await["total"], 1);
 }
 
+/// A message of 50,000 nested quotes once held the task's page for
+/// seconds (the sanitiser's HTML parse grows with the square of the depth);
+/// the page now nests 32 levels at most and keeps the text.
+#[tokio::test]
+async fn deeply_nested_markdown_is_flattened_not_rendered_level_by_level() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let text = format!("{}deep", "> ".repeat(50_000));
+    let id = park(
+        &c,
+        "inbox",
+        json!({"messageId": "nest-1", "role": "ROLE_USER", "parts": [{"text": text}]}),
+    )
+    .await;
+    let d = api.json(&format!("/tasks/{id}")).await;
+    let html = d["rendered"]["history"][0]["parts"][0]["html"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no rendered part: {d}"));
+    assert_eq!(html.matches("<blockquote>").count(), 32);
+    assert!(html.contains("deep"));
+    // The message itself is kept as sent.
+    let stored = c.rpc_ok("inbox", "GetTask", json!({"id": id})).await;
+    assert_eq!(stored["history"][0]["parts"][0]["text"], text.as_str());
+}
+
 #[tokio::test]
 async fn task_detail_renders_agent_content_safely() {
     let s = Server::start(Some(CONFIG));

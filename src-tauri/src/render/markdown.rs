@@ -17,10 +17,71 @@ pub fn markdown(text: &str) -> String {
         | Options::ENABLE_TASKLISTS
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_FOOTNOTES;
-    let events = Rewrite::default().run(Parser::new_ext(text, options));
+    let events = Rewrite::default().run(DepthCap::new(Parser::new_ext(text, options)));
     let mut html = String::with_capacity(text.len() + text.len() / 2);
     pulldown_cmark::html::push_html(&mut html, events.into_iter());
     sanitize::clean(&html)
+}
+
+/// Elements nested deeper than this are flattened into their parent: an
+/// HTML5 parser (the sanitiser's) takes time growing with the square of
+/// the nesting depth, and a 400 KB message of `> > > …` took 39 s.
+/// Legitimate markdown nests a few levels.
+const MAX_NESTING: usize = 32;
+
+/// Drops the tags of elements nested deeper than [`MAX_NESTING`], keeping
+/// what they hold; a dropped block ends with a line break, so its lines
+/// stay apart.
+struct DepthCap<I> {
+    events: I,
+    depth: usize,
+}
+
+impl<I> DepthCap<I> {
+    fn new(events: I) -> Self {
+        Self { events, depth: 0 }
+    }
+}
+
+impl<'a, I: Iterator<Item = Event<'a>>> Iterator for DepthCap<I> {
+    type Item = Event<'a>;
+
+    fn next(&mut self) -> Option<Event<'a>> {
+        loop {
+            match self.events.next()? {
+                Event::Start(tag) => {
+                    self.depth += 1;
+                    if self.depth <= MAX_NESTING {
+                        return Some(Event::Start(tag));
+                    }
+                }
+                Event::End(end) => {
+                    let depth = self.depth;
+                    self.depth = depth.saturating_sub(1);
+                    if depth <= MAX_NESTING {
+                        return Some(Event::End(end));
+                    }
+                    if !is_inline(end) {
+                        return Some(Event::HardBreak);
+                    }
+                }
+                other => return Some(other),
+            }
+        }
+    }
+}
+
+fn is_inline(end: TagEnd) -> bool {
+    matches!(
+        end,
+        TagEnd::Emphasis
+            | TagEnd::Strong
+            | TagEnd::Strikethrough
+            | TagEnd::Superscript
+            | TagEnd::Subscript
+            | TagEnd::Link
+            | TagEnd::Image
+    )
 }
 
 /// The event rewrite between parser and HTML writer.
@@ -174,6 +235,40 @@ mod tests {
             "<ul>\n<li><input type=\"checkbox\" checked=\"\" disabled=\"\">\ndone</li>\n\
              <li><input type=\"checkbox\" disabled=\"\">\ntodo</li>\n</ul>\n"
         );
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_cap_is_flattened_keeping_the_text() {
+        let out = markdown(&format!("{}deep", "> ".repeat(10_000)));
+        assert_eq!(out.matches("<blockquote>").count(), MAX_NESTING);
+        assert_eq!(out.matches("</blockquote>").count(), MAX_NESTING);
+        assert!(out.contains("deep"), "{out}");
+
+        let out = markdown(&format!("{}x", "- ".repeat(10_000)));
+        assert_eq!(out.matches("<ul>").count(), MAX_NESTING / 2);
+        assert!(out.contains('x'), "{out}");
+
+        let out = markdown(&format!("{}x{}", "*".repeat(1_000), "*".repeat(1_000)));
+        let tags = out.matches("<em>").count() + out.matches("<strong>").count();
+        assert!(tags <= MAX_NESTING, "{tags} nested tags");
+        assert!(out.contains('x'), "{out}");
+    }
+
+    #[test]
+    fn flattened_blocks_keep_their_lines_apart() {
+        let q = "> ".repeat(MAX_NESTING);
+        let out = markdown(&format!("{q}- one\n{q}- two\n"));
+        assert!(out.contains("one<br>"), "{out}");
+        assert!(out.contains("two"), "{out}");
+        assert!(!out.contains("<li>"), "{out}");
+    }
+
+    #[test]
+    fn nesting_within_the_cap_is_kept() {
+        // The paragraph inside is the last level.
+        let out = markdown(&format!("{}x", "> ".repeat(MAX_NESTING - 1)));
+        assert_eq!(out.matches("<blockquote>").count(), MAX_NESTING - 1);
+        assert!(out.contains("<p>x</p>"), "{out}");
     }
 
     #[test]
