@@ -267,13 +267,15 @@ pub fn link_remote(
     Ok(())
 }
 
+/// The query of [`open_watched`]; its condition is the one of the partial
+/// index `tasks_linked_open`, word for word, so that SQLite walks it.
+pub(super) const OPEN_WATCHED: &str = "SELECT id, peer_id, remote_id FROM tasks
+     WHERE peer_id IS NOT NULL AND (state < 3 OR state = 6 OR state > 7) ORDER BY updated_ms";
+
 /// Tasks linked to a peer's task (watched, or a relay's) that are not
 /// finished: (our id, peer id, remote id).
 pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, peer_id, remote_id FROM tasks
-         WHERE peer_id IS NOT NULL AND state NOT IN (3, 4, 5, 7) ORDER BY updated_ms",
-    )?;
+    let mut stmt = conn.prepare_cached(OPEN_WATCHED)?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }

@@ -14,9 +14,10 @@ use super::{Result, dispatch, queue, tasks};
 use crate::a2a::types::{TaskState, format_timestamp};
 
 /// The SQL condition (on `t`, a row of `tasks`) under which a task may be
-/// archived.
+/// archived. Its first line is the condition of the partial index
+/// `tasks_by_time`, word for word, so that SQLite may walk that index.
 const ARCHIVABLE: &str = "
-    t.state IN (3, 4, 5, 7) AND t.parked = 0
+    t.state BETWEEN 3 AND 7 AND t.state <> 6 AND t.parked = 0
     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.task_id = t.id AND u.closed_ms IS NULL)
     AND NOT EXISTS (SELECT 1 FROM turns u JOIN decisions d ON d.turn_id = u.id
                     WHERE u.task_id = t.id AND d.delivery = 'pending')
@@ -30,6 +31,25 @@ const ARCHIVABLE: &str = "
                     WHERE u.task_id = t.id AND o.status = 'pending')
     AND NOT EXISTS (SELECT 1 FROM chain_hops h JOIN outbox o ON o.ref_id = h.id
                     WHERE h.parent_task_id = t.id AND o.status = 'pending')";
+
+/// Archivable tasks last changed before `?1`, oldest first, at most `?2`.
+/// Both this and [`oldest_sql`] repeat the condition of the partial index
+/// `tasks_by_time`, so they walk it instead of the table.
+pub(super) fn aged_sql() -> String {
+    format!(
+        "SELECT t.id, t.updated_ms FROM tasks t
+         WHERE t.updated_ms < ?1 AND {ARCHIVABLE}
+         ORDER BY t.updated_ms, t.id LIMIT ?2"
+    )
+}
+
+/// The oldest archivable tasks, at most `?1`.
+pub(super) fn oldest_sql() -> String {
+    format!(
+        "SELECT t.id, t.updated_ms FROM tasks t WHERE {ARCHIVABLE}
+         ORDER BY t.updated_ms, t.id LIMIT ?1"
+    )
+}
 
 /// How many tasks the database holds.
 pub fn task_count(conn: &Connection) -> Result<u64> {
@@ -57,24 +77,11 @@ pub fn candidates(
         let Some(cutoff) = cutoff_ms else {
             return Ok(Vec::new());
         };
-        let rows = ids(
-            &format!(
-                "SELECT t.id, t.updated_ms FROM tasks t
-                 WHERE t.updated_ms < ?1 AND {ARCHIVABLE}
-                 ORDER BY t.updated_ms, t.id LIMIT ?2"
-            ),
-            &[cutoff, limit as i64],
-        )?;
+        let rows = ids(&aged_sql(), &[cutoff, limit as i64])?;
         return Ok(rows.into_iter().map(|(id, _)| id).collect());
     }
     // Over the bound: the oldest archivable tasks, past the cutoff or not.
-    let rows = ids(
-        &format!(
-            "SELECT t.id, t.updated_ms FROM tasks t WHERE {ARCHIVABLE}
-             ORDER BY t.updated_ms, t.id LIMIT ?1"
-        ),
-        &[limit as i64],
-    )?;
+    let rows = ids(&oldest_sql(), &[limit as i64])?;
     let cutoff = cutoff_ms.unwrap_or(i64::MIN);
     let mut extra = extra;
     let mut out = Vec::new();

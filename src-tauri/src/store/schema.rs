@@ -193,6 +193,20 @@ const MIGRATIONS: &[&str] = &[
     // Events are counted (tasks.last_seq), not stored: nothing read this
     // log, and it was a third of what a new task wrote.
     "DROP TABLE events;",
+    // 11: retention reads tasks by time only among those it may archive
+    // (finished, not parked), so only those are indexed by time: a task
+    // that parks or works writes no entry until it finishes. Finished is
+    // written as a range (states 3, 4, 5 and 7), not an IN list: SQLite
+    // builds a temporary table for the list on every insert or update of
+    // a row it must test, which made a new task's insert cost more than
+    // the index entry it saved. The index of open linked tasks had the
+    // same list, tested on every watched task's write.
+    "DROP INDEX tasks_by_time;
+    CREATE INDEX tasks_by_time ON tasks(updated_ms)
+        WHERE state BETWEEN 3 AND 7 AND state <> 6 AND parked = 0;
+    DROP INDEX tasks_linked_open;
+    CREATE INDEX tasks_linked_open ON tasks(updated_ms)
+        WHERE peer_id IS NOT NULL AND (state < 3 OR state = 6 OR state > 7);",
 ];
 
 /// Brings the database up to the newest schema.
@@ -297,6 +311,77 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seq, 2, "the task keeps counting its events");
+    }
+
+    /// The plan SQLite picks for `sql` (bound to dummy values), one step a
+    /// line.
+    fn plan(conn: &Connection, sql: &str, args: &[i64]) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
+            .join("\n")
+    }
+
+    /// Each partial index serves the query written for it: retention and
+    /// the open linked tasks walk their index instead of every task, and
+    /// only while their conditions stay the index's, word for word.
+    #[test]
+    fn partial_indexes_serve_their_queries() {
+        let (_dir, path, mut c) = at_version(0);
+        migrate(&mut c, &path).unwrap();
+        let cases = [
+            (
+                super::super::retention::aged_sql(),
+                vec![1, 10],
+                "tasks_by_time",
+            ),
+            (
+                super::super::retention::oldest_sql(),
+                vec![10],
+                "tasks_by_time",
+            ),
+            (
+                super::super::peers::OPEN_WATCHED.to_owned(),
+                vec![],
+                "tasks_linked_open",
+            ),
+        ];
+        for (sql, args, index) in cases {
+            let plan = plan(&c, &sql, &args);
+            let outer = plan.lines().next().unwrap_or_default();
+            assert!(
+                outer.contains(&format!("USING INDEX {index}")),
+                "{index} is not used:\n{plan}"
+            );
+        }
+    }
+
+    /// Writing a task tests the partial indexes' conditions; none of them
+    /// may need a temporary table (an IN list) to do it.
+    #[test]
+    fn writing_a_task_builds_no_temporary_table() {
+        let (_dir, path, mut c) = at_version(0);
+        migrate(&mut c, &path).unwrap();
+        for sql in [
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, parked,
+                                created_ms, updated_ms, peer_id)
+             VALUES (?1, ?1, ?1, ?1, ?2, ?1, ?2, ?2, ?2, ?1)",
+            "UPDATE tasks SET state = ?2, parked = ?2, updated_ms = ?2 WHERE id = ?1",
+        ] {
+            let mut stmt = c.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            let ops = stmt
+                .query_map(["1", "2"], |r| r.get::<_, String>(1))
+                .unwrap()
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .unwrap();
+            assert!(
+                !ops.iter().any(|op| op == "OpenEphemeral"),
+                "{sql} builds a temporary table: {ops:?}"
+            );
+        }
     }
 
     #[test]
