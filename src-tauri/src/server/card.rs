@@ -555,14 +555,16 @@ pub async fn agent_card_route(
     }
     let rest = ".well-known/agent-card.json".to_owned();
     let (parts, body) = req.into_parts();
-    rest::handle(
+    // Boxed: the REST handler's future is kilobytes, and every card GET
+    // would otherwise move one that size.
+    Box::pin(rest::handle(
         State(state),
         axum::extract::Path((first, rest)),
         parts.method,
         parts.uri,
         parts.headers,
         body,
-    )
+    ))
     .await
 }
 
