@@ -73,10 +73,10 @@ pub struct Started {
     pub events: Option<Subscription>,
     /// The run the message started, if any.
     pub run: Option<JoinHandle<()>>,
-    /// For [`Engine::send_settled`]: the task as it stands once the steps the
-    /// backend could take at once are committed, when they settled it
-    /// (terminal or interrupted). The caller can answer with it as is.
-    pub settled: Option<Task>,
+    /// For [`Engine::send_settled`]: the steps the backend could take at
+    /// once settled the task (terminal or interrupted), and `reply` is the
+    /// task as it stands after them. The caller can answer with it as is.
+    pub settled: bool,
 }
 
 /// The engine. Cheap to clone.
@@ -318,24 +318,29 @@ fn carry_artifact_id(step: &mut Step, last: &mut Option<String>) {
 }
 
 /// The task after `events` (status changes only) were applied to `task`,
-/// if they settled it (terminal or interrupted). `None` when an artifact
-/// changed: its stored form (appends merged) is read back instead.
-fn settled_task(mut task: Task, events: &[Event]) -> Option<Task> {
-    let last = events.last()?;
-    if !(last.state.is_terminal() || last.state.is_interrupted()) {
-        return None;
+/// and true, if they settled it (terminal or interrupted); otherwise `task`
+/// as it was, and false. Not settled either when an artifact changed: its
+/// stored form (appends merged) is read back instead.
+fn settled_task(mut task: Task, events: &[Event]) -> (Task, bool) {
+    let settles = events
+        .last()
+        .is_some_and(|last| last.state.is_terminal() || last.state.is_interrupted());
+    let statuses = events
+        .iter()
+        .all(|ev| matches!(ev.body, StreamResponse::StatusUpdate(_)));
+    if !(settles && statuses) {
+        return (task, false);
     }
     for ev in events {
-        let StreamResponse::StatusUpdate(u) = &ev.body else {
-            return None;
-        };
-        if let Some(m) = &u.status.message {
-            task.history.push(m.clone());
+        if let StreamResponse::StatusUpdate(u) = &ev.body {
+            if let Some(m) = &u.status.message {
+                task.history.push(m.clone());
+            }
+            task.status = u.status.clone();
         }
-        task.status = u.status.clone();
     }
     task.artifacts = Some(Vec::new());
-    Some(task)
+    (task, true)
 }
 
 fn new_id() -> String {
@@ -562,7 +567,7 @@ impl Engine {
                     seq: 0,
                     events: None,
                     run: None,
-                    settled: None,
+                    settled: false,
                 });
             }
             Plan::Run(steps) => steps,
@@ -624,10 +629,10 @@ impl Engine {
                     seq: head.last_seq,
                     events: Some(rx),
                     run: None,
-                    settled: None,
+                    settled: false,
                 });
             }
-            (task_id, Some(rx), head.last_seq, task, None)
+            (task_id, Some(rx), head.last_seq, task, false)
         } else {
             let id = chosen_id.unwrap_or_else(new_id);
             let context_id = msg.context_id.clone().unwrap_or_else(new_id);
@@ -757,12 +762,10 @@ impl Engine {
             if created.stopped {
                 steps.clear();
             }
-            let settled = settled_task(snapshot.clone(), &created.events);
+            let (snapshot, settled) = settled_task(snapshot, &created.events);
             // A settled task's caller answers at once: it needs no events
             // (and a channel is a sizeable allocation).
-            let rx = settled
-                .is_none()
-                .then(|| self.inner.bus.subscribe_task(&id));
+            let rx = (!settled).then(|| self.inner.bus.subscribe_task(&id));
             (id, rx, created.seq, snapshot, settled)
         };
         let run = if let Some(message) = forwarded {

@@ -230,17 +230,19 @@ pub async fn execute(
             // copy of kilobytes): 4% of a durable SendMessage.
             let mut started = Box::pin(engine.send_settled(agent, owner, req, dialect)).await?;
             let task_id = match &started.reply {
-                SendMessageResponse::Message(m) => {
-                    return Ok(Outcome::Sent(SendMessageResponse::Message(m.clone())));
+                SendMessageResponse::Task(t) if !started.settled => t.id.clone(),
+                // A message, or a task settled in the transaction that
+                // created it: nothing to wait for or read back.
+                _ => {
+                    let reply = match started.reply {
+                        SendMessageResponse::Task(task) => {
+                            SendMessageResponse::Task(sse::trim_history(task, cfg.history_length))
+                        }
+                        message => message,
+                    };
+                    return Ok(Outcome::Sent(reply));
                 }
-                SendMessageResponse::Task(t) => t.id.clone(),
             };
-            // Settled in the transaction that created it: nothing to wait
-            // for or read back.
-            if let Some(task) = started.settled.take() {
-                let task = sse::trim_history(task, cfg.history_length);
-                return Ok(Outcome::Sent(SendMessageResponse::Task(task)));
-            }
             if !cfg.return_immediately {
                 let limit = Duration::from_secs(engine.limits().max_blocking_wait_secs);
                 engine.wait_settled(&mut started, limit).await;
