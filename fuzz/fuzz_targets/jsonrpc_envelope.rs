@@ -1,11 +1,12 @@
 //! The JSON-RPC request parser, as `POST /a2a/{agent}` runs it: body bytes to
 //! envelope, then the dialect the method picks (under a requested version)
 //! and the operation. Input: one byte for the `A2A-Version` asked for, then
-//! the body.
+//! the body. The server's `parse_call` (with its fast path for plain 1.0
+//! requests) must answer exactly as these general steps do.
 #![no_main]
 
 use countersign::server::Version;
-use countersign::server::jsonrpc::{error_body, parse_envelope, to_call};
+use countersign::server::jsonrpc::{error_body, parse_call, parse_envelope, to_call};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -18,18 +19,24 @@ fuzz_target!(|data: &[u8]| {
         1 => Some(Version::V1),
         _ => Some(Version::V03),
     };
+    let served = format!("{:?}", parse_call(body, 64, version));
     let (id, method, params) = match parse_envelope(body, 64) {
         Ok(x) => x,
         Err((id, e)) => {
             assert!(id.is_null() || id.is_string() || id.is_number());
             check_error(&id, &e);
+            assert_eq!(served, format!("{:?}", Err::<(), _>((id, e))));
             return;
         }
     };
     assert!(id.is_null() || id.is_string() || id.is_number());
     assert!(params.is_object(), "params are always an object: {params}");
-    if let Err(e) = to_call(&method, params, version) {
-        check_error(&id, &e);
+    match to_call(&method, params, version) {
+        Ok((dialect, op)) => assert_eq!(served, format!("{:?}", Ok::<_, ()>((id, dialect, op)))),
+        Err(e) => {
+            check_error(&id, &e);
+            assert_eq!(served, format!("{:?}", Err::<(), _>((id, e))));
+        }
     }
 });
 

@@ -67,9 +67,22 @@ pub(super) fn error_response(id: &Value, e: &Error, challenge: Option<String>) -
     resp
 }
 
-fn params<T: DeserializeOwned>(p: Value) -> Result<T, Error> {
+/// A request's params: the parsed value, or (on the fast path of
+/// [`parse_call`]) their text.
+enum Params<'a> {
+    Value(Value),
+    Raw(&'a str),
+}
+
+fn params<T: DeserializeOwned>(p: Params<'_>) -> Result<T, Error> {
     // The error names the field it is about: `message.parts: invalid type…`.
-    serde_path_to_error::deserialize(p).map_err(|e| Error::InvalidParams(e.to_string()))
+    let parsed = match p {
+        Params::Value(v) => serde_path_to_error::deserialize(v),
+        Params::Raw(text) => {
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
+        }
+    };
+    parsed.map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
 /// The A2A 1.0 method names.
@@ -142,22 +155,27 @@ fn dialect(method: &str, version: Option<Version>) -> Result<Dialect, Error> {
     )))
 }
 
+/// Maps an A2A 1.0 method name and its params to an operation.
+fn to_v1_op(method: &str, p: Params<'_>) -> Result<Op, Error> {
+    Ok(match method {
+        "SendMessage" => Op::SendMessage(params(p)?),
+        "SendStreamingMessage" => Op::SendStreamingMessage(params(p)?),
+        "GetTask" => Op::GetTask(params(p)?),
+        "ListTasks" => Op::ListTasks(params(p)?),
+        "CancelTask" => Op::CancelTask(params(p)?),
+        "SubscribeToTask" => Op::SubscribeToTask(params(p)?),
+        "CreateTaskPushNotificationConfig" => Op::CreatePushConfig(params(p)?),
+        "GetTaskPushNotificationConfig" => Op::GetPushConfig(params(p)?),
+        "ListTaskPushNotificationConfigs" => Op::ListPushConfigs(params(p)?),
+        "DeleteTaskPushNotificationConfig" => Op::DeletePushConfig(params(p)?),
+        _ => Op::GetExtendedAgentCard,
+    })
+}
+
 /// Maps a method name and its params to an operation, in `dialect`.
 fn to_op(method: &str, p: Value, dialect: Dialect) -> Result<Op, Error> {
     if dialect == Dialect::V1 {
-        return Ok(match method {
-            "SendMessage" => Op::SendMessage(params(p)?),
-            "SendStreamingMessage" => Op::SendStreamingMessage(params(p)?),
-            "GetTask" => Op::GetTask(params(p)?),
-            "ListTasks" => Op::ListTasks(params(p)?),
-            "CancelTask" => Op::CancelTask(params(p)?),
-            "SubscribeToTask" => Op::SubscribeToTask(params(p)?),
-            "CreateTaskPushNotificationConfig" => Op::CreatePushConfig(params(p)?),
-            "GetTaskPushNotificationConfig" => Op::GetPushConfig(params(p)?),
-            "ListTaskPushNotificationConfigs" => Op::ListPushConfigs(params(p)?),
-            "DeleteTaskPushNotificationConfig" => Op::DeletePushConfig(params(p)?),
-            _ => Op::GetExtendedAgentCard,
-        });
+        return to_v1_op(method, Params::Value(p));
     }
     let task_ref =
         |p: &Value| -> Result<(String, Option<i32>), Error> { v0_3::decode_task_query(p) };
@@ -270,17 +288,82 @@ pub(super) async fn serve(
             None,
         );
     }
-    let (id, method, p) = match parse_envelope(&bytes, state.config.limits.max_json_depth) {
+    let version = match requested_version(&headers, &uri) {
+        Ok(v) => v,
+        // A bad body is reported first; a bad version under the body's id.
+        Err(e) => {
+            return match parse_envelope(&bytes, state.config.limits.max_json_depth) {
+                Ok((id, _, _)) => error_response(&id, &e, None),
+                Err((id, bad_body)) => error_response(&id, &bad_body, None),
+            };
+        }
+    };
+    let (id, dialect, op) = match parse_call(&bytes, state.config.limits.max_json_depth, version) {
         Ok(x) => x,
         Err((id, e)) => return error_response(&id, &e, None),
     };
-    let call = requested_version(&headers, &uri).and_then(|v| to_call(&method, p, v));
-    let (dialect, op) = match call {
-        Ok(x) => x,
-        Err(e) => return error_response(&id, &e, None),
-    };
     let base = base_url(&state, &headers);
     respond(&state, &agent, &owner, op, &base, id, dialect).await
+}
+
+/// Parses a request body into (id, dialect, operation), or the error with
+/// the id to answer it under: [`parse_envelope`] then [`to_call`], with the
+/// same result for every input. Pure, so it can be fuzzed.
+///
+/// An A2A 1.0 request whose envelope is plain (`"jsonrpc": "2.0"`, a string
+/// or number id, an unescaped method, params an object, no key twice) takes
+/// a fast path: its params are read straight into their typed form, not
+/// into a generic value first (which cost as much as the typed read again:
+/// a map per object). Anything else, errors included, takes the general
+/// path, so messages and the handling of odd input stay as they are.
+pub fn parse_call(
+    bytes: &[u8],
+    max_depth: usize,
+    version: Option<Version>,
+) -> Result<(Value, Dialect, Op), (Value, Error)> {
+    if let Some(call) = fast_call(bytes, max_depth, version) {
+        return Ok(call);
+    }
+    let (id, method, p) = parse_envelope(bytes, max_depth)?;
+    match to_call(&method, p, version) {
+        Ok((dialect, op)) => Ok((id, dialect, op)),
+        Err(e) => Err((id, e)),
+    }
+}
+
+/// The fast path of [`parse_call`]; `None` sends the request down the
+/// general path.
+fn fast_call(
+    bytes: &[u8],
+    max_depth: usize,
+    version: Option<Version>,
+) -> Option<(Value, Dialect, Op)> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        jsonrpc: &'a str,
+        #[serde(default)]
+        id: Option<Value>,
+        method: &'a str,
+        #[serde(borrow)]
+        params: &'a serde_json::value::RawValue,
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    super::check_depth(text, max_depth).ok()?;
+    let env: Envelope<'_> = serde_json::from_str(text).ok()?;
+    let id = match env.id {
+        None => Value::Null,
+        Some(id @ (Value::String(_) | Value::Number(_))) => id,
+        Some(_) => return None,
+    };
+    let raw = env.params.get();
+    if env.jsonrpc != "2.0" || !raw.starts_with('{') {
+        return None;
+    }
+    if dialect(env.method, version).ok()? != Dialect::V1 {
+        return None;
+    }
+    let op = to_v1_op(env.method, Params::Raw(raw)).ok()?;
+    Some((id, Dialect::V1, op))
 }
 
 /// Parses a request body and checks its JSON-RPC envelope: returns (id,
@@ -406,5 +489,85 @@ async fn respond(
         )
             .into_response(),
         Err(e) => error_response(&id, &e, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The general path alone: what [`parse_call`] must answer.
+    fn general(bytes: &[u8], version: Option<Version>) -> String {
+        let call = parse_envelope(bytes, 32).and_then(|(id, method, p)| {
+            to_call(&method, p, version)
+                .map(|(d, op)| (id.clone(), d, op))
+                .map_err(|e| (id, e))
+        });
+        format!("{call:?}")
+    }
+
+    const SEND: &str = r#"{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi \u00e9\n"},{"data":{"a":[1,2.5,null]}}],"metadata":{"k":"v"}},"configuration":{"historyLength":3,"returnImmediately":true}}}"#;
+
+    /// Plain 1.0 requests take the fast path, and every request gets the
+    /// general path's answer, whichever path it takes.
+    #[test]
+    fn the_fast_path_answers_as_the_general_one() {
+        let fast = [
+            SEND,
+            r#"{"jsonrpc":"2.0","id":"x","method":"GetTask","params":{"id":"t","historyLength":2}}"#,
+            r#"{"method":"ListTasks","params":{},"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"CancelTask","params":{"id":"t"},"extra":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard","params":{}}"#,
+        ];
+        let general_only = [
+            // Params missing, null or not an object.
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}"#,
+            // A key twice: the general path keeps the last.
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a","id":"b"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"GetTask","params":{"id":"a"}}"#,
+            // Escapes in the envelope's strings.
+            r#"{"jsonrpc":"2\u002e0","id":1,"method":"Get\u0054ask","params":{"id":"a"}}"#,
+            // Bad envelopes, bad params, other dialects.
+            r#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{"id":"a"}}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"GetTask","params":{"id":"a"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":5}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":"no"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"Nope","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"a"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[{"kind":"text","text":"x"}]}}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a"}}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a"}} x"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"#,
+        ];
+        for version in [None, Some(Version::V1), Some(Version::V03)] {
+            for body in fast.iter().chain(&general_only) {
+                let got = format!("{:?}", parse_call(body.as_bytes(), 32, version));
+                assert_eq!(
+                    got,
+                    general(body.as_bytes(), version),
+                    "{body} ({version:?})"
+                );
+            }
+            for body in general_only {
+                assert!(
+                    fast_call(body.as_bytes(), 32, version).is_none(),
+                    "took the fast path: {body}"
+                );
+            }
+        }
+        for body in fast {
+            assert!(
+                fast_call(body.as_bytes(), 32, None).is_some(),
+                "missed the fast path: {body}"
+            );
+        }
+        let bad_utf8 =
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{\"id\":\"\xff\"}}";
+        assert_eq!(
+            format!("{:?}", parse_call(bad_utf8, 32, None)),
+            general(bad_utf8, None)
+        );
     }
 }
