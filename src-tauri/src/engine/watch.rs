@@ -374,7 +374,7 @@ impl FirstSight<'_> {
                 history.push(m);
             }
         }
-        let head = tasks::create_with_history(
+        let head = tasks::create_mirror(
             conn,
             &NewTask {
                 id: id.clone(),
@@ -388,8 +388,12 @@ impl FirstSight<'_> {
             },
             &history,
             i64::from(changed),
+            &tasks::Mirrored {
+                peer_id: self.peer_id,
+                remote_id: &remote.id,
+                subscription: self.subscription,
+            },
         )?;
-        peers::link_remote(conn, &id, self.peer_id, &remote.id, self.subscription, true)?;
         if let Some(h) = self.hop {
             crate::store::dispatch::link_child(conn, h, &id)?;
         }

@@ -57,17 +57,32 @@ fn state_of(n: i64) -> Result<TaskState> {
 /// it owes is queued with it in the outbox. Migration 10 dropped the log
 /// they were once copied to, which nothing read.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
-    insert_row(conn, t, 0, 0)
+    insert_row(conn, t, 0, 0, None)
+}
+
+/// A watched task's place on its peer: the peer, the task's id there, and
+/// the subscription its pushes come by.
+pub struct Mirrored<'a> {
+    pub peer_id: &'a str,
+    pub remote_id: &'a str,
+    pub subscription: Option<&'a str>,
 }
 
 /// Inserts the row of a task that will hold `messages` messages and
-/// `events` events.
-fn insert_row(conn: &Connection, t: &NewTask, messages: i64, events: i64) -> Result<TaskHead> {
+/// `events` events; a watched task's row is linked to its peer's task.
+fn insert_row(
+    conn: &Connection,
+    t: &NewTask,
+    messages: i64,
+    events: i64,
+    link: Option<&Mirrored<'_>>,
+) -> Result<TaskHead> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
-                            parked, created_ms, updated_ms, dialect, history_len, last_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12)",
+                            parked, created_ms, updated_ms, dialect, history_len, last_seq,
+                            peer_id, remote_id, subscription_id, origin)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?
     .execute(params![
         t.id,
@@ -82,6 +97,10 @@ fn insert_row(conn: &Connection, t: &NewTask, messages: i64, events: i64) -> Res
         t.dialect,
         messages,
         events,
+        link.map(|l| l.peer_id),
+        link.map(|l| l.remote_id),
+        link.and_then(|l| l.subscription),
+        if link.is_some() { "watched" } else { "served" },
     ])?;
     Ok(new_head(t, messages, events))
 }
@@ -107,7 +126,7 @@ fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
 /// number 1 of each), in two statements: counting them up one by one took
 /// two more updates of the new row. Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
-    let head = insert_row(conn, t, 1, 1)?;
+    let head = insert_row(conn, t, 1, 1, None)?;
     insert_message(conn, &t.id, 1, first)?;
     Ok(head)
 }
@@ -122,8 +141,30 @@ pub fn create_with_history(
     history: &[Message],
     events: i64,
 ) -> Result<TaskHead> {
+    create_rows(conn, t, history, events, None)
+}
+
+/// Like [`create_with_history`], for a watched task mirrored from `link`:
+/// the row is inserted linked, not updated after.
+pub fn create_mirror(
+    conn: &Connection,
+    t: &NewTask,
+    history: &[Message],
+    events: i64,
+    link: &Mirrored<'_>,
+) -> Result<TaskHead> {
+    create_rows(conn, t, history, events, Some(link))
+}
+
+fn create_rows(
+    conn: &Connection,
+    t: &NewTask,
+    history: &[Message],
+    events: i64,
+    link: Option<&Mirrored<'_>>,
+) -> Result<TaskHead> {
     let n = i64::try_from(history.len()).unwrap_or(i64::MAX);
-    let head = insert_row(conn, t, n, events)?;
+    let head = insert_row(conn, t, n, events, link)?;
     for (seq, m) in (1..).zip(history) {
         insert_message(conn, &t.id, seq, m)?;
     }
