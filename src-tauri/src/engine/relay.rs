@@ -148,9 +148,7 @@ impl Engine {
             );
             self.inner
                 .store
-                .write(move |conn| {
-                    peers::link_remote(conn, &tid, &peer, &rid, sub.as_deref(), false)
-                })
+                .write(move |conn| peers::link_remote(conn, &tid, &peer, &rid, sub.as_deref()))
                 .await?;
         }
         let remote_id = remote.id.clone();

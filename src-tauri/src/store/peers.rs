@@ -248,22 +248,20 @@ pub fn remote_of(conn: &Connection, task_id: &str) -> Result<Option<(String, Str
         .optional()?)
 }
 
-/// Links our task to `remote_id` on `peer_id`. A watched task (`watched`)
-/// lives there; a relay's task stays served (its caller is here).
+/// Links a relay's task to `remote_id` on `peer_id`; the task stays served
+/// (its caller is here). A watched task is inserted linked instead
+/// ([`super::tasks::create_mirror`]).
 pub fn link_remote(
     conn: &Connection,
     task_id: &str,
     peer_id: &str,
     remote_id: &str,
     subscription: Option<&str>,
-    watched: bool,
 ) -> Result<()> {
     conn.prepare_cached(
-        "UPDATE tasks SET peer_id = ?2, remote_id = ?3, subscription_id = ?4,
-                origin = CASE WHEN ?5 THEN 'watched' ELSE origin END
-         WHERE id = ?1",
+        "UPDATE tasks SET peer_id = ?2, remote_id = ?3, subscription_id = ?4 WHERE id = ?1",
     )?
-    .execute(params![task_id, peer_id, remote_id, subscription, watched])?;
+    .execute(params![task_id, peer_id, remote_id, subscription])?;
     Ok(())
 }
 
