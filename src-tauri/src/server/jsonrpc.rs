@@ -321,23 +321,21 @@ pub fn parse_call(
     max_depth: usize,
     version: Option<Version>,
 ) -> Result<(Value, Dialect, Op), (Value, Error)> {
-    if let Some(call) = fast_call(bytes, max_depth, version) {
+    let text = super::checked_text(bytes, max_depth).map_err(|e| (Value::Null, e))?;
+    if let Some(call) = fast_call(text, version) {
         return Ok(call);
     }
-    let (id, method, p) = parse_envelope(bytes, max_depth)?;
+    let req = super::parse_text(text).map_err(|e| (Value::Null, e))?;
+    let (id, method, p) = envelope(req)?;
     match to_call(&method, p, version) {
         Ok((dialect, op)) => Ok((id, dialect, op)),
         Err(e) => Err((id, e)),
     }
 }
 
-/// The fast path of [`parse_call`]; `None` sends the request down the
-/// general path.
-fn fast_call(
-    bytes: &[u8],
-    max_depth: usize,
-    version: Option<Version>,
-) -> Option<(Value, Dialect, Op)> {
+/// The fast path of [`parse_call`], for text that has passed
+/// [`super::checked_text`]; `None` sends the request down the general path.
+fn fast_call(text: &str, version: Option<Version>) -> Option<(Value, Dialect, Op)> {
     #[derive(serde::Deserialize)]
     struct Envelope<'a> {
         jsonrpc: &'a str,
@@ -347,8 +345,6 @@ fn fast_call(
         #[serde(borrow)]
         params: &'a serde_json::value::RawValue,
     }
-    let text = std::str::from_utf8(bytes).ok()?;
-    super::check_depth(text, max_depth).ok()?;
     let env: Envelope<'_> = serde_json::from_str(text).ok()?;
     let id = match env.id {
         None => Value::Null,
@@ -552,14 +548,14 @@ mod tests {
             }
             for body in general_only {
                 assert!(
-                    fast_call(body.as_bytes(), 32, version).is_none(),
+                    fast_call(body, version).is_none(),
                     "took the fast path: {body}"
                 );
             }
         }
         for body in fast {
             assert!(
-                fast_call(body.as_bytes(), 32, None).is_some(),
+                fast_call(body, None).is_some(),
                 "missed the fast path: {body}"
             );
         }

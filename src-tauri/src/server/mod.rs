@@ -194,9 +194,20 @@ async fn drain(mut body: Body) {
 
 /// Parses a JSON body: valid UTF-8, nesting within `max_depth`, then JSON.
 pub fn parse_json(bytes: &[u8], max_depth: usize) -> Result<serde_json::Value, Error> {
+    parse_text(checked_text(bytes, max_depth)?)
+}
+
+/// The body as text, if it is valid UTF-8 nested no deeper than `max_depth`:
+/// the checks [`parse_json`] makes before it parses.
+pub(crate) fn checked_text(bytes: &[u8], max_depth: usize) -> Result<&str, Error> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| Error::Parse(format!("the body is not valid UTF-8 ({e})")))?;
     check_depth(text, max_depth)?;
+    Ok(text)
+}
+
+/// Parses text that [`checked_text`] has passed.
+pub(crate) fn parse_text(text: &str) -> Result<serde_json::Value, Error> {
     serde_json::from_str(text).map_err(|e| Error::Parse(e.to_string()))
 }
 
