@@ -253,26 +253,27 @@ impl Applied {
 }
 
 /// Creates a task already moved by its first status step: the row holds
-/// that status, the history the caller's message and the step's, and the
-/// turn it opens takes its preview from them. Both events (the task, then
-/// the status change) are fanned out as if the step had been applied after
-/// the creation, and the second is kept in `applied`.
+/// that status, the history the caller's message (the first of `task`'s)
+/// and the step's, and the turn it opens takes its preview from them. Both
+/// events (the task, then the status change) are fanned out as if the step
+/// had been applied after the creation, and the second is kept in
+/// `applied`. Returns the head and the first event, which holds `task`.
 fn create_with_status(
     conn: &rusqlite::Connection,
     mut new: NewTask,
-    first_message: Message,
-    (first, state, message): (&StreamResponse, TaskState, Option<Message>),
+    task: Task,
+    (state, message): (TaskState, Option<Message>),
     applied: &mut Applied,
     max_depth: i64,
-) -> Result<TaskHead, store::Error> {
+) -> Result<(TaskHead, StreamResponse), store::Error> {
     let now = new.now_ms;
     let (status, body) = status_change(&new.id, &new.context_id, state, message, now);
-    let mut history = vec![first_message];
-    history.extend(status.message.clone());
     new.status = status;
+    let history: Vec<&Message> = task.history.iter().chain(&new.status.message).collect();
+    let preview = store::queue::preview_of_newest_first(history.iter().rev().copied());
     let head = tasks::create_with_history(conn, &new, &history, 2)?;
-    store::dispatch::fan_out(conn, &head.id, 1, first, None, max_depth, now)?;
-    let preview = store::queue::preview_of_newest_first(history.iter().rev());
+    let first = StreamResponse::Task(task);
+    store::dispatch::fan_out(conn, &head.id, 1, &first, None, max_depth, now)?;
     let from = TaskState::Submitted;
     store::queue::sync_turn_with(
         conn,
@@ -294,7 +295,7 @@ fn create_with_status(
         state,
         body,
     });
-    Ok(head)
+    Ok((head, first))
 }
 
 /// An `append` chunk without its own id extends the artifact produced last
@@ -648,7 +649,7 @@ impl Engine {
                     timestamp: Some(format_timestamp(now)),
                 },
                 artifacts: None,
-                history: vec![msg.clone()],
+                history: vec![msg],
                 metadata: req.metadata.clone(),
             };
             let new = NewTask {
@@ -661,7 +662,6 @@ impl Engine {
                 now_ms: now,
                 dialect: dialect_name(dialect),
             };
-            let snapshot = task.clone();
             // The steps taken with the creation: up to the first delay.
             let now_steps: Vec<Step> = if inline && forwarded.is_none() {
                 let n = steps
@@ -681,12 +681,11 @@ impl Engine {
             // Every step of this job that can fail is a statement on the
             // database (or a read of a row it wrote), so it needs no
             // savepoint of its own: the most frequent job skips that copy.
-            let created = self
+            let (created, first) = self
                 .inner
                 .store
                 .write_then_unguarded(
                     move |conn| {
-                        let first = StreamResponse::Task(task);
                         let mut now_steps = now_steps.into_iter().peekable();
                         let mut applied = Applied {
                             seq: 1,
@@ -707,17 +706,18 @@ impl Engine {
                             _ => None,
                         };
                         let took_first = fused.is_some();
-                        let mut head = if let Some(Step::Status(state, message)) = fused {
+                        let (mut head, first) = if let Some(Step::Status(state, message)) = fused {
                             create_with_status(
                                 conn,
                                 new,
-                                msg,
-                                (&first, state, message),
+                                task,
+                                (state, message),
                                 &mut applied,
                                 max_depth,
                             )?
                         } else {
-                            let head = tasks::create(conn, &new, &msg)?;
+                            let head = tasks::create(conn, &new, &task.history[0])?;
+                            let first = StreamResponse::Task(task);
                             // Stored before the first event goes out: it is
                             // owed that event too.
                             if let Some(mut cfg) = inline_push {
@@ -734,14 +734,14 @@ impl Engine {
                                 max_depth,
                                 now,
                             )?;
-                            head
+                            (head, first)
                         };
                         if now_steps.peek().is_none() && !took_first {
-                            return Ok(applied);
+                            return Ok((applied, first));
                         }
                         for step in now_steps {
                             if !applied.take(conn, &mut head, step, max_depth, now)? {
-                                return Ok(applied);
+                                return Ok((applied, first));
                             }
                         }
                         // All of them now: settle as the run would at its end.
@@ -750,9 +750,9 @@ impl Engine {
                         {
                             applied.take(conn, &mut head, SETTLE, max_depth, now)?;
                         }
-                        Ok(applied)
+                        Ok((applied, first))
                     },
-                    move |applied: &Applied| {
+                    move |(applied, _): &(Applied, StreamResponse)| {
                         for ev in &applied.events {
                             engine.inner.bus.publish(ev.clone());
                         }
@@ -762,6 +762,12 @@ impl Engine {
             if created.stopped {
                 steps.clear();
             }
+            // The task as created comes back in its first event, not copied.
+            let StreamResponse::Task(snapshot) = first else {
+                return Err(Error::Internal(format!(
+                    "task `{id}` was created with an event that is not the task"
+                )));
+            };
             let (snapshot, settled) = settled_task(snapshot, &created.events);
             // A settled task's caller answers at once: it needs no events
             // (and a channel is a sizeable allocation).

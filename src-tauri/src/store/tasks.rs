@@ -138,10 +138,10 @@ pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHea
 pub fn create_with_history(
     conn: &Connection,
     t: &NewTask,
-    history: &[Message],
+    history: &[&Message],
     events: i64,
 ) -> Result<TaskHead> {
-    create_rows(conn, t, history, events, None)
+    create_rows(conn, t, history.iter().copied(), events, None)
 }
 
 /// Like [`create_with_history`], for a watched task mirrored from `link`:
@@ -153,13 +153,13 @@ pub fn create_mirror(
     events: i64,
     link: &Mirrored<'_>,
 ) -> Result<TaskHead> {
-    create_rows(conn, t, history, events, Some(link))
+    create_rows(conn, t, history.iter(), events, Some(link))
 }
 
-fn create_rows(
+fn create_rows<'m>(
     conn: &Connection,
     t: &NewTask,
-    history: &[Message],
+    history: impl ExactSizeIterator<Item = &'m Message>,
     events: i64,
     link: Option<&Mirrored<'_>>,
 ) -> Result<TaskHead> {
