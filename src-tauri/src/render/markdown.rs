@@ -19,8 +19,85 @@ pub fn markdown(text: &str) -> String {
         | Options::ENABLE_FOOTNOTES;
     let events = Rewrite::default().run(DepthCap::new(Parser::new_ext(text, options)));
     let mut html = String::with_capacity(text.len() + text.len() / 2);
-    pulldown_cmark::html::push_html(&mut html, events.into_iter());
+    pulldown_cmark::html::push_html(&mut html, bounded_runs(events).into_iter());
     sanitize::clean(&html)
+}
+
+/// The longest run of text written without markup in between. The
+/// sanitiser's HTML writer (html5ever 0.40) escapes a text node in time
+/// growing with its length times the number of `&` (or characters U+0080
+/// to U+00BF) in it: 1 MiB of `&` took 17 s. Longer runs are cut by an
+/// empty comment, which the sanitiser strips: the text nodes on either side
+/// stay apart and are written one after the other, so the HTML out is the
+/// same, in linear time.
+const MAX_TEXT_RUN: usize = 1024;
+
+/// Attribute values (a link's or image's title, an image's description)
+/// longer than this are cut, for the reason given at [`MAX_TEXT_RUN`];
+/// nobody reads a tooltip of 4 KiB.
+const MAX_ATTRIBUTE: usize = 4096;
+
+/// A link or image whose target is longer than this loses its markup and
+/// keeps its text, as one with a forbidden scheme does. Real links are far
+/// shorter; a signed storage URL is 1–2 KiB.
+const MAX_URL: usize = 8192;
+
+/// The empty comment that cuts a long run of text (see [`MAX_TEXT_RUN`]).
+const RUN_BREAK: &str = "<!---->";
+
+/// Cuts runs of text longer than [`MAX_TEXT_RUN`] bytes with [`RUN_BREAK`];
+/// an inline code span that long becomes its markup around such runs.
+/// (Inside an image, whose text becomes its `alt`, the writer skips markup,
+/// cuts included.)
+fn bounded_runs(events: Vec<Event<'_>>) -> Vec<Event<'_>> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut run = 0usize;
+    for event in events {
+        match event {
+            Event::Text(text) if run + text.len() <= MAX_TEXT_RUN => {
+                run += text.len();
+                out.push(Event::Text(text));
+            }
+            Event::Text(text) => push_text(&text, &mut run, &mut out),
+            Event::SoftBreak => {
+                run += 1;
+                out.push(event);
+            }
+            Event::Code(code) if code.len() > MAX_TEXT_RUN => {
+                out.push(html("<code>"));
+                run = 0;
+                push_text(&code, &mut run, &mut out);
+                out.push(html("</code>"));
+                run = 0;
+            }
+            // Anything else is (or ends) an element: a new text node.
+            other => {
+                run = 0;
+                out.push(other);
+            }
+        }
+    }
+    out
+}
+
+/// Pushes `text`, cut by [`RUN_BREAK`] so that no run of text (`run` bytes
+/// so far) grows past [`MAX_TEXT_RUN`]. Never cuts a character. (Nor a line
+/// end: the parser hands over every CR and CRLF as a lone LF.)
+fn push_text<'a>(text: &str, run: &mut usize, out: &mut Vec<Event<'a>>) {
+    let mut rest = text;
+    while *run + rest.len() > MAX_TEXT_RUN {
+        let cut = prefix(rest, MAX_TEXT_RUN - *run).len();
+        if cut > 0 {
+            out.push(Event::Text(CowStr::from(rest[..cut].to_owned())));
+        }
+        out.push(html(RUN_BREAK));
+        *run = 0;
+        rest = &rest[cut..];
+    }
+    if !rest.is_empty() {
+        *run += rest.len();
+        out.push(Event::Text(CowStr::from(rest.to_owned())));
+    }
 }
 
 /// Elements nested deeper than this are flattened into their parent: an
@@ -91,6 +168,12 @@ struct Rewrite {
     /// A line of an HTML block ended; break before the next one.
     pending_break: bool,
     table: Table,
+    /// Per open link or image: whether its markup is kept (see [`MAX_URL`]).
+    targets: Vec<bool>,
+    /// Kept images open; their text becomes the outermost one's `alt`.
+    images: usize,
+    /// Bytes of `alt` text so far (see [`MAX_ATTRIBUTE`]).
+    alt_len: usize,
 }
 
 /// Where the writer is inside a table: cells are written here, with an
@@ -112,7 +195,66 @@ impl Rewrite {
     }
 
     fn event<'a>(&mut self, event: Event<'a>, out: &mut Vec<Event<'a>>) {
+        if self.images > 0
+            && let Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) = &event
+        {
+            let left = MAX_ATTRIBUTE.saturating_sub(self.alt_len);
+            if t.len() > left {
+                if left > 0 {
+                    out.push(Event::Text(format!("{}…", prefix(t, left)).into()));
+                }
+                self.alt_len = usize::MAX;
+                return;
+            }
+            self.alt_len += t.len();
+        }
         match event {
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }) => {
+                let keep = dest_url.len() <= MAX_URL;
+                self.targets.push(keep);
+                if keep {
+                    out.push(Event::Start(Tag::Link {
+                        link_type,
+                        dest_url,
+                        title: capped(title),
+                        id,
+                    }));
+                }
+            }
+            Event::Start(Tag::Image {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }) => {
+                let keep = dest_url.len() <= MAX_URL;
+                self.targets.push(keep);
+                if keep {
+                    if self.images == 0 {
+                        self.alt_len = 0;
+                    }
+                    self.images += 1;
+                    out.push(Event::Start(Tag::Image {
+                        link_type,
+                        dest_url,
+                        title: capped(title),
+                        id,
+                    }));
+                }
+            }
+            Event::End(end @ (TagEnd::Link | TagEnd::Image)) => {
+                if self.targets.pop().unwrap_or(true) {
+                    if end == TagEnd::Image {
+                        self.images = self.images.saturating_sub(1);
+                    }
+                    out.push(Event::End(end));
+                }
+            }
             // Block HTML: a paragraph of its source text, lines kept.
             Event::Start(Tag::HtmlBlock) => {
                 self.in_html_block = true;
@@ -192,6 +334,23 @@ impl Rewrite {
     }
 }
 
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn prefix(text: &str, max: usize) -> &str {
+    let mut cut = max.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
+/// An attribute value cut to [`MAX_ATTRIBUTE`] bytes, marked with `…`.
+fn capped(value: CowStr<'_>) -> CowStr<'_> {
+    if value.len() <= MAX_ATTRIBUTE {
+        return value;
+    }
+    format!("{}…", prefix(&value, MAX_ATTRIBUTE)).into()
+}
+
 /// Markup this module writes itself (never agent text).
 fn html<'a>(s: impl Into<CowStr<'a>>) -> Event<'a> {
     Event::Html(s.into())
@@ -215,6 +374,114 @@ fn language(info: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The rendering without [`bounded_runs`]: what `markdown` gave before
+    /// long runs were cut.
+    fn unbounded(text: &str) -> String {
+        let events = Rewrite::default().run(DepthCap::new(Parser::new_ext(
+            text,
+            Options::ENABLE_TABLES
+                | Options::ENABLE_TASKLISTS
+                | Options::ENABLE_STRIKETHROUGH
+                | Options::ENABLE_FOOTNOTES,
+        )));
+        let mut html = String::new();
+        pulldown_cmark::html::push_html(&mut html, events.into_iter());
+        sanitize::clean(&html)
+    }
+
+    #[test]
+    fn long_runs_of_text_render_as_if_uncut() {
+        let amps = "&".repeat(3 * MAX_TEXT_RUN + 7);
+        let cases = [
+            amps.clone(),
+            "°".repeat(2 * MAX_TEXT_RUN),
+            format!("a{}", "é°&".repeat(MAX_TEXT_RUN)),
+            format!("`{amps}` and *{amps}*"),
+            format!("```\n{amps}\n<b>&</b>\n```\n"),
+            format!("    {amps}\r\n    {amps}\r\n"),
+            format!("{}\r\nx", "y".repeat(MAX_TEXT_RUN - 1)),
+            format!("| {amps} |\n|---|\n| {amps} |\n"),
+            format!("<div>{amps}</div>\n\n{amps} <span>{amps}</span>"),
+            format!("> {amps}\n> {amps}\n\n- {amps}\n- [x] {amps}\n"),
+            format!("[^n]\n\n[^n]: {amps}\n"),
+        ];
+        for text in &cases {
+            let out = markdown(text);
+            assert_eq!(out, unbounded(text), "{:.60}", text);
+            assert!(!out.contains("<!--"), "a cut survived: {:.60}", out);
+        }
+        // The cuts are there before the sanitiser: no run is longer.
+        for text in [
+            amps.clone(),
+            format!("`{amps}`"),
+            format!("```\n{amps}\n```"),
+        ] {
+            let events = Rewrite::default().run(DepthCap::new(Parser::new(&text)));
+            let cut = bounded_runs(events);
+            let breaks = cut.iter().filter(|e| **e == html(RUN_BREAK)).count();
+            assert_eq!(breaks, 3, "{text:.20}: {cut:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn cut_runs_never_change_the_html(
+            text in "[&°a \r\n`*_\\[\\]()!<>|#>-]{0,3000}",
+        ) {
+            prop_assert_eq!(markdown(&text), unbounded(&text));
+        }
+    }
+
+    #[test]
+    fn long_attribute_values_are_cut_and_long_targets_dropped() {
+        let long = "&".repeat(3 * MAX_ATTRIBUTE);
+        let out = markdown(&format!(
+            "![{long} *{long}* `{long}`](https://example.com/a.png \"{long}\")"
+        ));
+        let alt = out.split("alt=\"").nth(1).and_then(|s| s.split('"').next());
+        let alt = alt.unwrap_or_else(|| panic!("no alt: {out:.200}"));
+        assert!(alt.ends_with('…'), "{alt:.40}");
+        assert_eq!(alt.matches("&amp;").count(), MAX_ATTRIBUTE);
+        let title = out
+            .split("title=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next());
+        let title = title.unwrap_or_else(|| panic!("no title: {out:.200}"));
+        assert_eq!(title.matches("&amp;").count(), MAX_ATTRIBUTE, "{title:.40}");
+        let out = markdown(&format!("[a](https://example.com/ \"{long}\")"));
+        let title = out
+            .split("title=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next());
+        let title = title.unwrap_or_else(|| panic!("no title: {out:.200}"));
+        assert!(title.ends_with('…'), "{title:.40}");
+        assert_eq!(title.matches("&amp;").count(), MAX_ATTRIBUTE, "{title:.40}");
+
+        // Short values are untouched.
+        assert_eq!(
+            markdown("![a & b](https://example.com/a.png \"t & u\")"),
+            unbounded("![a & b](https://example.com/a.png \"t & u\")")
+        );
+
+        // A target over the limit: the text stays, the link goes.
+        let url = format!("https://example.com/?{}", "a=1&".repeat(MAX_URL / 4));
+        let out = markdown(&format!("see [the report]({url}) now"));
+        assert_eq!(out, "<p>see the report now</p>\n");
+        let out = markdown(&format!("![chart]({url}) [**x**](https://example.com/)"));
+        assert_eq!(
+            out,
+            "<p>chart <a href=\"https://example.com/\" rel=\"noopener noreferrer\"><strong>x</strong></a></p>\n"
+        );
+        // A link around a dropped image keeps its own markup.
+        let out = markdown(&format!("[![chart]({url})](https://example.com/)"));
+        assert_eq!(
+            out,
+            "<p><a href=\"https://example.com/\" rel=\"noopener noreferrer\">chart</a></p>\n"
+        );
+    }
 
     #[test]
     fn tables_use_align_attributes_not_styles() {
