@@ -187,6 +187,37 @@ async fn deeply_nested_markdown_is_flattened_not_rendered_level_by_level() {
 }
 
 #[tokio::test]
+async fn long_runs_of_escaped_characters_render_whole() {
+    // Text full of characters the HTML writer escapes (`&`, `°`): its time
+    // grew with the square of such a run's length (1 MiB of `&`: 17 s).
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    let amps = "&".repeat(100_000);
+    let degrees = "°".repeat(100_000);
+    let url = format!("https://example.com/?{}", "a=1&".repeat(5_000));
+    let text = format!("{amps}\n\n`{degrees}`\n\n[report]({url})");
+    let id = park(
+        &c,
+        "inbox",
+        json!({"messageId": "amp-1", "role": "ROLE_USER", "parts": [{"text": text}]}),
+    )
+    .await;
+    let d = api.json(&format!("/tasks/{id}")).await;
+    let html = d["rendered"]["history"][0]["parts"][0]["html"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no rendered part: {d}"));
+    assert_eq!(html.matches("&amp;").count(), 100_000);
+    assert_eq!(html.matches('°').count(), 100_000);
+    assert!(!html.contains("<!--"));
+    // A link target of 20 KB: the text stays, the link goes.
+    assert!(
+        html.ends_with("<p>report</p>\n"),
+        "{}",
+        &html[html.len() - 60..]
+    );
+}
+
+#[tokio::test]
 async fn task_detail_renders_agent_content_safely() {
     let s = Server::start(Some(CONFIG));
     let (c, api) = (s.client(), Api::new(&s));

@@ -150,13 +150,27 @@ fn rendered(task: &Task) -> Value {
 /// `GET /api/tasks/{id}`: the task, its turns and decisions, rendered.
 async fn task(State(state): State<Shared>, Path(id): Path<String>) -> Response {
     match state.engine.task_detail(&id).await {
-        Ok(detail) => {
+        // Rendering is CPU work that grows with the task (a 1 MiB message
+        // takes up to about a second): on the blocking pool, so it never
+        // holds up the async workers that serve agents.
+        Ok(detail) => match tokio::task::spawn_blocking(move || {
             let mut v = serde_json::to_value(&detail).unwrap_or(Value::Null);
             if let Value::Object(m) = &mut v {
                 m.insert("rendered".into(), rendered(&detail.task));
             }
-            axum::Json(v).into_response()
-        }
+            v
+        })
+        .await
+        {
+            Ok(v) => axum::Json(v).into_response(),
+            Err(e) => {
+                tracing::error!(task = %id, "rendering the task failed: {e}");
+                api_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("cannot render task `{id}`; see the server log"),
+                )
+            }
+        },
         Err(e) => query_error(e),
     }
 }
