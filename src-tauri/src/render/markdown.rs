@@ -1,6 +1,8 @@
 //! Markdown to safe HTML: pulldown-cmark events, rewritten so raw HTML becomes
 //! text, then written out and sanitised.
 
+use std::collections::VecDeque;
+
 use pulldown_cmark::{Alignment, CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
 use super::sanitize;
@@ -19,7 +21,7 @@ pub fn markdown(text: &str) -> String {
         | Options::ENABLE_FOOTNOTES;
     let events = Rewrite::default().run(DepthCap::new(Parser::new_ext(text, options)));
     let mut html = String::with_capacity(text.len() + text.len() / 2);
-    pulldown_cmark::html::push_html(&mut html, bounded_runs(events).into_iter());
+    pulldown_cmark::html::push_html(&mut html, bounded_runs(events.into_iter()));
     sanitize::clean(&html)
 }
 
@@ -48,55 +50,76 @@ const RUN_BREAK: &str = "<!---->";
 /// Cuts runs of text longer than [`MAX_TEXT_RUN`] bytes with [`RUN_BREAK`];
 /// an inline code span that long becomes its markup around such runs.
 /// (Inside an image, whose text becomes its `alt`, the writer skips markup,
-/// cuts included.)
-fn bounded_runs(events: Vec<Event<'_>>) -> Vec<Event<'_>> {
-    let mut out = Vec::with_capacity(events.len());
-    let mut run = 0usize;
-    for event in events {
-        match event {
-            Event::Text(text) if run + text.len() <= MAX_TEXT_RUN => {
-                run += text.len();
-                out.push(Event::Text(text));
+/// cuts included.) An adapter, so the events are not copied again.
+struct BoundedRuns<'a, I> {
+    events: I,
+    /// Bytes of text since the last markup.
+    run: usize,
+    /// Events of a cut event still to hand out.
+    queued: VecDeque<Event<'a>>,
+}
+
+fn bounded_runs<'a, I: Iterator<Item = Event<'a>>>(events: I) -> BoundedRuns<'a, I> {
+    BoundedRuns {
+        events,
+        run: 0,
+        queued: VecDeque::new(),
+    }
+}
+
+impl<'a, I: Iterator<Item = Event<'a>>> Iterator for BoundedRuns<'a, I> {
+    type Item = Event<'a>;
+
+    fn next(&mut self) -> Option<Event<'a>> {
+        loop {
+            if let Some(event) = self.queued.pop_front() {
+                return Some(event);
             }
-            Event::Text(text) => push_text(&text, &mut run, &mut out),
-            Event::SoftBreak => {
-                run += 1;
-                out.push(event);
-            }
-            Event::Code(code) if code.len() > MAX_TEXT_RUN => {
-                out.push(html("<code>"));
-                run = 0;
-                push_text(&code, &mut run, &mut out);
-                out.push(html("</code>"));
-                run = 0;
-            }
-            // Anything else is (or ends) an element: a new text node.
-            other => {
-                run = 0;
-                out.push(other);
+            match self.events.next()? {
+                Event::Text(text) if self.run + text.len() <= MAX_TEXT_RUN => {
+                    self.run += text.len();
+                    return Some(Event::Text(text));
+                }
+                Event::Text(text) => push_text(&text, &mut self.run, &mut self.queued),
+                Event::SoftBreak => {
+                    self.run += 1;
+                    return Some(Event::SoftBreak);
+                }
+                Event::Code(code) if code.len() > MAX_TEXT_RUN => {
+                    self.queued.push_back(html("<code>"));
+                    self.run = 0;
+                    push_text(&code, &mut self.run, &mut self.queued);
+                    self.queued.push_back(html("</code>"));
+                    self.run = 0;
+                }
+                // Anything else is (or ends) an element: a new text node.
+                other => {
+                    self.run = 0;
+                    return Some(other);
+                }
             }
         }
     }
-    out
 }
 
 /// Pushes `text`, cut by [`RUN_BREAK`] so that no run of text (`run` bytes
 /// so far) grows past [`MAX_TEXT_RUN`]. Never cuts a character. (Nor a line
 /// end: the parser hands over every CR and CRLF as a lone LF.)
-fn push_text<'a>(text: &str, run: &mut usize, out: &mut Vec<Event<'a>>) {
+fn push_text<'a>(text: &str, run: &mut usize, out: &mut VecDeque<Event<'a>>) {
     let mut rest = text;
     while *run + rest.len() > MAX_TEXT_RUN {
-        let cut = prefix(rest, MAX_TEXT_RUN - *run).len();
+        // A line break may have taken the run one byte past the limit.
+        let cut = prefix(rest, MAX_TEXT_RUN.saturating_sub(*run)).len();
         if cut > 0 {
-            out.push(Event::Text(CowStr::from(rest[..cut].to_owned())));
+            out.push_back(Event::Text(CowStr::from(rest[..cut].to_owned())));
         }
-        out.push(html(RUN_BREAK));
+        out.push_back(html(RUN_BREAK));
         *run = 0;
         rest = &rest[cut..];
     }
     if !rest.is_empty() {
         *run += rest.len();
-        out.push(Event::Text(CowStr::from(rest.to_owned())));
+        out.push_back(Event::Text(CowStr::from(rest.to_owned())));
     }
 }
 
@@ -402,6 +425,8 @@ mod tests {
             format!("```\n{amps}\n<b>&</b>\n```\n"),
             format!("    {amps}\r\n    {amps}\r\n"),
             format!("{}\r\nx", "y".repeat(MAX_TEXT_RUN - 1)),
+            // A line break takes the run past the limit.
+            format!("{}\nb", "a".repeat(MAX_TEXT_RUN)),
             format!("| {amps} |\n|---|\n| {amps} |\n"),
             format!("<div>{amps}</div>\n\n{amps} <span>{amps}</span>"),
             format!("> {amps}\n> {amps}\n\n- {amps}\n- [x] {amps}\n"),
@@ -419,7 +444,7 @@ mod tests {
             format!("```\n{amps}\n```"),
         ] {
             let events = Rewrite::default().run(DepthCap::new(Parser::new(&text)));
-            let cut = bounded_runs(events);
+            let cut: Vec<_> = bounded_runs(events.into_iter()).collect();
             let breaks = cut.iter().filter(|e| **e == html(RUN_BREAK)).count();
             assert_eq!(breaks, 3, "{text:.20}: {cut:?}");
         }
