@@ -14,6 +14,9 @@
 //!   a link with any other target keeps its text and loses its `href`.
 //! - **Images** load only over `https`: no `http` (plaintext, and mixed
 //!   content in the desktop webview), no `data:`, no relative paths.
+//! - **Size**: titles and image descriptions are cut at 4 KiB; a link or
+//!   image whose target is over 8 KiB keeps only its text; long runs of
+//!   text are cut for the sanitiser's sake, invisibly (see `markdown.rs`).
 //! - **Text parts** are markdown when their media type is absent or
 //!   `text/markdown`; any other declared type (`text/plain`, `text/csv`,
 //!   `text/html`, …) is shown as written: escaped, line breaks kept.
