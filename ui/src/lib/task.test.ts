@@ -34,6 +34,31 @@ describe('task store', () => {
     expect(get(t).detail?.openTurn).toBeUndefined();
   });
 
+  it('a re-read due for the task left behind does not keep the next one from loading', async () => {
+    // After a decision the next task opens at once; the decided task's
+    // events still ask for a re-read of it 100 ms later, while the next
+    // task's detail is on its way.
+    let release: () => void = () => {};
+    const slow = new Promise<void>((r) => (release = r));
+    const m = new MockTransport()
+      .on('GET', '/api/tasks/t1', detail('t1'))
+      .on('GET', '/api/tasks/t2', async () => {
+        await slow;
+        return json(200, detail('t2'));
+      });
+    const t = createTask(new Api(m));
+    await t.open('t1');
+    t.onEvent({ taskId: 't1', seq: 2, kind: 'statusUpdate', state: 'TASK_STATE_COMPLETED' });
+    const opening = t.open('t2');
+    await tick(150);
+    release();
+    await opening;
+    expect(get(t).id).toBe('t2');
+    expect(get(t).loading).toBe(false);
+    expect(get(t).detail?.task.id).toBe('t2');
+    expect(m.paths('GET').filter((p) => p === '/api/tasks/t1')).toHaveLength(1);
+  });
+
   it('decides the open turn, shows "already decided", and retries a failure', async () => {
     let attempt = 0;
     const m = new MockTransport()

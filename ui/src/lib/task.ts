@@ -47,7 +47,16 @@ export function createTask(api: Api): TaskStore {
   let timer: ReturnType<typeof setTimeout> | null = null;
   let generation = 0;
 
+  /** Drops a re-read the events of a task asked for: that task is no longer open. */
+  function cancelReread(): void {
+    if (timer) clearTimeout(timer);
+    timer = null;
+  }
+
   async function fetchDetail(id: string, quiet: boolean): Promise<void> {
+    // Only the open task is read: a late read of one left behind would
+    // otherwise supersede the read of the one now open, which never lands.
+    if (get(store).id !== id) return;
     const gen = ++generation;
     if (!quiet) update((s) => ({ ...s, loading: true, error: null }));
     try {
@@ -80,10 +89,12 @@ export function createTask(api: Api): TaskStore {
       const cur = get(store);
       if (cur.id === id && cur.loading) return;
       if (cur.id === id && cur.detail) return fetchDetail(id, true);
+      cancelReread();
       set({ ...initial(), id, loading: true });
       await fetchDetail(id, false);
     },
     close() {
+      cancelReread();
       generation++;
       set(initial());
     },
