@@ -344,11 +344,12 @@ async fn rules_are_added_and_removed_by_cli_and_bad_ones_refused() {
     assert!(gone.stderr.contains("no chain rule"), "{gone:?}");
 }
 
-#[tokio::test]
-async fn a_push_rule_posts_the_finished_task_with_its_auth() {
-    use std::sync::{Arc, Mutex};
-    type Seen = Vec<(Option<String>, Value)>;
-    let got: Arc<Mutex<Seen>> = Arc::default();
+/// What a webhook receiver was sent: (Authorization header, JSON body).
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, Value)>>>;
+
+/// A webhook receiver on 127.0.0.1 that records every POST and answers 204.
+async fn receiver() -> (std::net::SocketAddr, Seen) {
+    let got: Seen = Seen::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let sink = got.clone();
@@ -365,6 +366,12 @@ async fn a_push_rule_posts_the_finished_task_with_its_auth() {
         },
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, got)
+}
+
+#[tokio::test]
+async fn a_push_rule_posts_the_finished_task_with_its_auth() {
+    let (addr, got) = receiver().await;
     let a = Server::start(Some(&format!(
         r#"[outbound]
 allow = ["127.0.0.1"]
@@ -407,6 +414,53 @@ action = {{ kind = "push", url = "http://{addr}/done", auth_scheme = "Bearer", c
     )
     .await;
     assert_eq!(h[0]["ruleId"], "chain-1");
+}
+
+/// A scripted agent's tasks complete as they are created, in one write: the
+/// rules of that state fire there, and a skill filter reads the metadata the
+/// request gave the task.
+#[tokio::test]
+async fn a_task_completed_as_it_is_created_fires_the_rules_its_metadata_names() {
+    let (addr, got) = receiver().await;
+    let a = Server::start(Some(&format!(
+        r#"[outbound]
+allow = ["127.0.0.1"]
+
+[[agents]]
+id = "echo"
+backend = "scripted"
+fallback = [{{ complete = "done" }}]
+
+[[chains]]
+id = "deploys"
+trigger = {{ agent = "echo", states = ["completed"], skill = "deploy" }}
+action = {{ kind = "push", url = "http://{addr}/done" }}
+"#
+    )));
+    let c = a.client();
+    let plain = c.send_text("echo", "m-plain", "hello").await;
+    assert_eq!(plain["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let tagged = c
+        .rpc_ok(
+            "echo",
+            "SendMessage",
+            json!({"message": message("m-deploy", "ship it"), "metadata": {"skillId": "deploy"}}),
+        )
+        .await;
+    assert_eq!(tagged["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let id = tagged["task"]["id"].as_str().unwrap();
+    let h = eventually(
+        "the hop of the tagged task is delivered",
+        async || hops(&a.data_dir).await,
+        |h| h.iter().any(|h| h["state"] == "delivered"),
+    )
+    .await;
+    assert_eq!(h.len(), 1, "only the tagged task fires the rule: {h:#?}");
+    assert_eq!(h[0]["ruleId"], "deploys");
+    let seen = got.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1["task"]["id"], id);
+    assert_eq!(seen[0].1["task"]["status"]["state"], "TASK_STATE_COMPLETED");
 }
 
 /// A peer that pushes before it answers: on SendMessage it parks a new task,

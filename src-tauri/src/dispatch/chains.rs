@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::a2a::types::{Part, PartContent, Task, TaskState};
+use crate::a2a::types::{Metadata, Part, PartContent, Task, TaskState};
 
 /// One chain rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,7 +217,7 @@ impl ChainRule {
     }
 
     /// Whether a task in `state` (with `metadata`) fires this rule.
-    pub fn fires_on(&self, state: TaskState, metadata: Option<&serde_json::Value>) -> bool {
+    pub fn fires_on(&self, state: TaskState, metadata: Option<&Metadata>) -> bool {
         if !self.enabled || !self.states().contains(&state) {
             return false;
         }
@@ -226,7 +226,7 @@ impl ChainRule {
             Some(skill) => metadata.is_some_and(|m| {
                 ["skill", "skillId"]
                     .iter()
-                    .any(|k| m.get(k).and_then(|v| v.as_str()) == Some(skill.as_str()))
+                    .any(|k| m.get(*k).and_then(|v| v.as_str()) == Some(skill.as_str()))
             }),
         }
     }
@@ -390,7 +390,9 @@ mod tests {
             "action": {"kind": "push", "url": "https://hooks.example/x"}
         }));
         r.check(|_| false, |p| p == "b").unwrap();
-        let md = serde_json::json!({"skillId": "deploy"});
+        let serde_json::Value::Object(md) = serde_json::json!({"skillId": "deploy"}) else {
+            unreachable!()
+        };
         assert!(r.fires_on(TaskState::Failed, Some(&md)));
         assert!(!r.fires_on(TaskState::Failed, None));
         r.enabled = false;

@@ -273,7 +273,6 @@ fn create_with_status(
     let preview = store::queue::preview_of_newest_first(history.iter().rev().copied());
     let head = tasks::create_with_history(conn, &new, &history, 2)?;
     let first = StreamResponse::Task(task);
-    store::dispatch::fan_out(conn, &head.id, 1, &first, None, max_depth, now)?;
     let from = TaskState::Submitted;
     store::queue::sync_turn_with(
         conn,
@@ -284,8 +283,18 @@ fn create_with_status(
         now,
         Some(preview),
     )?;
+    // A task this write creates owes no push notification (it has no
+    // config: this path is not taken with one sent inline), only hops.
     let entered = (state != from).then_some(state);
-    store::dispatch::fan_out(conn, &head.id, 2, &body, entered, max_depth, now)?;
+    store::dispatch::fan_out_created(
+        conn,
+        &head.id,
+        &head.agent_id,
+        new.metadata.as_ref(),
+        entered,
+        max_depth,
+        now,
+    )?;
     applied.seq = 2;
     applied.events.push(Event {
         task_id: head.id.clone(),

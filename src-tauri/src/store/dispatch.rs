@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::peers::{OutboxItem, enqueue};
 use super::{Error, Result, tasks};
-use crate::a2a::types::{StreamResponse, TaskState};
+use crate::a2a::types::{Metadata, StreamResponse, TaskState};
 use crate::dispatch::chains::ChainRule;
 
 fn to_json<T: Serialize>(v: &T) -> Result<String> {
@@ -105,6 +105,36 @@ fn ancestry(conn: &Connection, task_id: &str) -> Result<Vec<String>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// `fan_out` for the events of a task created in this same transaction
+/// for the local agent `agent_id`, with `metadata`. Such a task has no push
+/// configs yet (a config references a stored task, and one sent inline is
+/// stored after the creation's first event), so only the chain rules of the
+/// state it `entered` are looked at, and its row is not read back.
+pub fn fan_out_created(
+    conn: &Connection,
+    task_id: &str,
+    agent_id: &str,
+    metadata: Option<&Metadata>,
+    entered: Option<TaskState>,
+    max_depth: i64,
+    now_ms: i64,
+) -> Result<usize> {
+    let Some(state) = entered else { return Ok(0) };
+    let bodies = rule_bodies(conn, RULES_OF_AGENT, agent_id)?;
+    fire(conn, task_id, &bodies, state, metadata, max_depth, now_ms)
+}
+
+/// The rules a local agent's tasks can fire, and a watched peer's.
+const RULES_OF_AGENT: &str = "SELECT body FROM chain_rules WHERE agent_id = ?1";
+const RULES_OF_PEER: &str = "SELECT body FROM chain_rules WHERE peer_id = ?1";
+
+/// The stored bodies of the rules `sql` selects for `key`.
+fn rule_bodies(conn: &Connection, sql: &str, key: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map([key], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 fn fire_rules(
     conn: &Connection,
     task_id: &str,
@@ -121,24 +151,42 @@ fn fire_rules(
     let Some((agent_id, origin, peer_id, metadata)) = row else {
         return Ok(0);
     };
-    let bodies: Vec<String> = if origin == "watched" {
+    let bodies = if origin == "watched" {
         let Some(peer) = peer_id else { return Ok(0) };
-        let mut stmt = conn.prepare_cached("SELECT body FROM chain_rules WHERE peer_id = ?1")?;
-        stmt.query_map([peer], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
+        rule_bodies(conn, RULES_OF_PEER, &peer)?
     } else {
-        let mut stmt = conn.prepare_cached("SELECT body FROM chain_rules WHERE agent_id = ?1")?;
-        stmt.query_map([agent_id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
+        rule_bodies(conn, RULES_OF_AGENT, &agent_id)?
     };
     if bodies.is_empty() {
         return Ok(0);
     }
-    let metadata: Option<serde_json::Value> = metadata.and_then(|m| serde_json::from_str(&m).ok());
+    let metadata: Option<Metadata> = metadata.and_then(|m| serde_json::from_str(&m).ok());
+    fire(
+        conn,
+        task_id,
+        &bodies,
+        state,
+        metadata.as_ref(),
+        max_depth,
+        now_ms,
+    )
+}
+
+/// Records a hop for each of the rules in `bodies` that a task entering
+/// `state` fires; returns how many were queued to run.
+fn fire(
+    conn: &Connection,
+    task_id: &str,
+    bodies: &[String],
+    state: TaskState,
+    metadata: Option<&Metadata>,
+    max_depth: i64,
+    now_ms: i64,
+) -> Result<usize> {
     let mut firing = Vec::new();
-    for body in &bodies {
+    for body in bodies {
         let rule = rule_of(body)?;
-        if rule.fires_on(state, metadata.as_ref()) {
+        if rule.fires_on(state, metadata) {
             firing.push(rule);
         }
     }
