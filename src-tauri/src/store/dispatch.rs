@@ -106,10 +106,10 @@ fn ancestry(conn: &Connection, task_id: &str) -> Result<Vec<String>> {
 }
 
 /// `fan_out` for the events of a task created in this same transaction
-/// for the local agent `agent_id`, with `metadata`. Such a task has no push
-/// configs yet (a config references a stored task, and one sent inline is
-/// stored after the creation's first event), so only the chain rules of the
-/// state it `entered` are looked at, and its row is not read back.
+/// for the local agent `agent_id`, with `metadata`, and with no push config
+/// stored with it (a config references a stored task, so only the creating
+/// write can have added one). Only the chain rules of the state it
+/// `entered` are looked at, and its row is not read back.
 pub fn fan_out_created(
     conn: &Connection,
     task_id: &str,
