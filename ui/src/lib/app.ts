@@ -77,7 +77,7 @@ export function createApp(api: Api): App {
     if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state) && !historyTimer) {
       historyTimer = setTimeout(() => {
         historyTimer = null;
-        void history.load();
+        void history.refresh();
       }, 300);
     }
   }
@@ -85,7 +85,7 @@ export function createApp(api: Api): App {
   function resync(): void {
     void queue.resync();
     void task.reload();
-    if (get(history).loaded) void history.load();
+    if (get(history).loaded) void history.refresh();
     if (get(chains).loaded && !get(chains).unavailable) void chains.loadHops();
   }
 

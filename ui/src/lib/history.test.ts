@@ -23,4 +23,63 @@ describe('history store', () => {
       '/api/history/export?format=csv&agent=ops&q=invoice',
     ]);
   });
+
+  it('a refresh brings in new decisions and keeps the pages loaded with "more"', async () => {
+    // A server of 250 decisions (ids d249 … d0, newest first) in pages of 200.
+    let newest = 249;
+    const ids = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => from - i)
+        .filter((k) => k >= 0)
+        .map((k) => ({ decision: { id: `d${k}` } }));
+    const m = new MockTransport().on('GET', /^\/api\/history\?/, (_b, path) => {
+      const c = /cursor=d(\d+)/.exec(path);
+      const from = c ? Number(c[1]) - 1 : newest;
+      const items = ids(from, 200);
+      const last = items[items.length - 1]?.decision.id;
+      return json(200, { items, nextCursor: last !== 'd0' ? last : undefined });
+    });
+    const h = createHistory(new Api(m));
+    await h.load();
+    await h.loadMore();
+    expect(get(h).items).toHaveLength(250);
+    expect(get(h).nextCursor).toBeNull();
+    h.move(230); // on d19, in the second page
+    expect(get(h).items[get(h).cursor].decision.id).toBe('d19');
+
+    // Three decisions made elsewhere.
+    newest = 252;
+    await h.refresh();
+    const s = get(h);
+    expect(s.items).toHaveLength(253);
+    expect(s.items.slice(0, 4).map((i) => i.decision.id)).toEqual(['d252', 'd251', 'd250', 'd249']);
+    expect(s.items[252].decision.id).toBe('d0');
+    expect(new Set(s.items.map((i) => i.decision.id)).size).toBe(253);
+    expect(s.nextCursor).toBeNull();
+    expect(s.items[s.cursor].decision.id).toBe('d19');
+
+    // More new decisions than a page: the loaded pages cannot be joined
+    // to the fresh one, so the list starts over from it.
+    newest = 600;
+    await h.refresh();
+    const t = get(h);
+    expect(t.items).toHaveLength(200);
+    expect(t.items[0].decision.id).toBe('d600');
+    expect(t.nextCursor).toBe('d401');
+    expect(t.cursor).toBe(199);
+  });
+
+  it('a refresh answered after the filters changed is dropped', async () => {
+    let release: () => void = () => {};
+    const m = new MockTransport().on('GET', /^\/api\/history\?/, async (_b, path) => {
+      if (!path.includes('agent=ops')) await new Promise<void>((r) => (release = r));
+      return json(200, { items: [{ decision: { id: path.includes('agent=ops') ? 'ops1' : 'all1' } }] });
+    });
+    const h = createHistory(new Api(m));
+    const late = h.refresh();
+    await h.setFilter({ agent: 'ops' });
+    release();
+    await late;
+    expect(get(h).items.map((i) => i.decision.id)).toEqual(['ops1']);
+  });
 });
+
