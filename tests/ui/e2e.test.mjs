@@ -197,7 +197,14 @@ describe('the approval UI', () => {
     await page.keyboard.press('/');
     await page.keyboard.type('Triage');
     await page.keyboard.press('Enter');
-    await until(async () => (await page.locator('.qrow').count()) === 5, 'the five rows');
+    // Wait for the search's rows, not just for five rows: the list before
+    // the search lands can also hold five (older parked tasks and the
+    // triage tasks its refresh has brought in so far), and a cursor put on
+    // one of them rightly follows that task to its place in the new list.
+    await until(async () => {
+      const previews = await page.locator('.qrow .preview').allInnerTexts();
+      return previews.length === 5 && previews.every((p) => p.startsWith('Triage: '));
+    }, 'the five searched rows');
     const heading = () => page.locator('#task-title').innerText();
     const decided = {};
     await page.keyboard.press('j');
