@@ -6,13 +6,17 @@ import { MockTransport, json, tick, turn } from '../test/mock';
 
 function server(items: ReturnType<typeof turn>[]) {
   const state = { items };
-  const m = new MockTransport().on('GET', /^\/api\/queue/, (_b, path) => {
+  const answer = (path: string) => {
     const u = new URL(path, 'http://x');
     const st = u.searchParams.get('state');
     const limit = Number(u.searchParams.get('limit') ?? 50);
     const cursor = Number(u.searchParams.get('cursor') ?? 0);
-    let list = state.items.filter((t) => !st || t.state === st);
-    if (u.searchParams.get('sort') === 'newest') list = [...list].sort((a, b) => b.openedMs - a.openedMs);
+    const q = u.searchParams.get('q');
+    let list = state.items.filter((t) => (!st || t.state === st) && (!q || t.preview.includes(q)));
+    // As the server: by parking time, then by when the turn was stored
+    // (the mock's ids sort in that order).
+    list = [...list].sort((a, b) => a.openedMs - b.openedMs || (a.id < b.id ? -1 : 1));
+    if (u.searchParams.get('sort') === 'newest') list.reverse();
     const page = list.slice(cursor, cursor + limit);
     const counts: Record<string, number> = {};
     for (const t of state.items) counts[t.agentId] = (counts[t.agentId] ?? 0) + 1;
@@ -22,8 +26,9 @@ function server(items: ReturnType<typeof turn>[]) {
       counts,
       ...(cursor + limit < list.length ? { nextCursor: String(cursor + limit) } : {}),
     });
-  });
-  return { m, state };
+  };
+  const m = new MockTransport().on('GET', /^\/api\/queue/, (_b, path) => answer(path));
+  return { m, state, answer };
 }
 
 describe('queue store', () => {
@@ -66,6 +71,53 @@ describe('queue store', () => {
     expect(get(q).items.map((t) => t.taskId)).toEqual(['c', 'a']);
     expect(get(q).total).toBe(2);
     expect(get(q).counts).toEqual({ inbox: 3 - 1 });
+  });
+
+  it('a task parked in the same millisecond as one shown takes the place the server gives it', async () => {
+    const { m, state } = server([turn('x1', 5)]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    q.focusTask('x1');
+    state.items.push(turn('x2', 5), turn('x3', 5));
+    q.onEvent({ taskId: 'x2', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['x3', 'x2', 'x1']);
+    expect(q.focused()?.taskId).toBe('x1');
+    // A full re-read agrees: the focused row does not move under the cursor.
+    await q.resync();
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['x3', 'x2', 'x1']);
+    expect(get(q).cursor).toBe(2);
+  });
+
+  it('a search starts on its first row even when a re-read of the head lands before it', async () => {
+    const { m, state, answer } = server([turn('old1', 1, { preview: 'Leftover 1' }), turn('old2', 2, { preview: 'Leftover 2' })]);
+    const q = createQueue(new Api(m));
+    await q.load();
+    expect(q.focused()?.taskId).toBe('old2');
+    // The search's page is slow; the re-read an event asked for is not.
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let holding = true;
+    m.on('GET', /^\/api\/queue\?.*q=Triage/, async (_b, path) => {
+      if (holding && !path.includes('state=')) {
+        holding = false;
+        await held;
+      }
+      return answer(path);
+    });
+    state.items.push(...[3, 4, 5].map((n) => turn(`t${n}`, n, { preview: `Triage ${n}` })));
+    q.onEvent({ taskId: 't3', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' });
+    const searched = q.setFilter({ q: 'Triage' });
+    await tick(REFRESH_DEBOUNCE_MS + 20);
+    // The old filter's rows are shown until the search lands, unmixed.
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['old2', 'old1']);
+    release();
+    await searched;
+    await tick(20);
+    expect(get(q).items.map((t) => t.taskId)).toEqual(['t5', 't4', 't3']);
+    expect(q.focused()?.taskId).toBe('t5');
+    q.move(1);
+    expect(q.focused()?.taskId).toBe('t4');
   });
 
   it('gathers a burst of events into one re-read', async () => {

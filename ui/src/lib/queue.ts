@@ -124,7 +124,24 @@ export function createQueue(api: Api): QueueStore {
     return { 'input-required': input.total, 'auth-required': auth.total };
   }
 
-  async function load(): Promise<void> {
+  /**
+   * The first page being read for the filter now set, if one is. A re-read
+   * of the head waits for it: merged into the rows of the filter before,
+   * its rows would be shown among theirs, and the cursor would follow a row
+   * that is about to go.
+   */
+  let reading: Promise<void> | null = null;
+
+  function load(): Promise<void> {
+    const p = readFirstPage();
+    reading = p;
+    void p.finally(() => {
+      if (reading === p) reading = null;
+    });
+    return p;
+  }
+
+  async function readFirstPage(): Promise<void> {
     const gen = ++generation;
     const f = get(store).filter;
     const askedAt = ++clock;
@@ -186,6 +203,7 @@ export function createQueue(api: Api): QueueStore {
 
   /** Re-reads the first page and merges it: new turns appear, gone ones go. */
   async function refreshHead(): Promise<void> {
+    while (reading) await reading;
     const gen = generation;
     const f = get(store).filter;
     const askedAt = ++clock;
@@ -206,8 +224,10 @@ export function createQueue(api: Api): QueueStore {
           const inRange = (t: Turn) =>
             !s.nextCursor || !last || (f.sort === 'newest' ? t.openedMs >= last.openedMs : t.openedMs <= last.openedMs);
           items = items.concat(fresh.filter(inRange));
+          // The server orders turns parked in the same millisecond by when
+          // they were stored; their ids (UUIDv7) sort the same way.
           const dir = f.sort === 'newest' ? -1 : 1;
-          items.sort((a, b) => dir * (a.openedMs - b.openedMs));
+          items.sort((a, b) => dir * (a.openedMs - b.openedMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)));
         }
         const focusedId = s.items[s.cursor]?.taskId;
         let cursor = focusedId ? items.findIndex((t) => t.taskId === focusedId) : s.cursor;
