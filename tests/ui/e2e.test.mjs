@@ -425,6 +425,17 @@ describe('the approval UI', () => {
     // Filters narrow the list.
     await page.locator('#h-search').fill('invoice');
     await until(async () => (await page.getByTestId('history-row').count()) === 1, 'one matching row');
+    // A decision made elsewhere joins the open list, no reload needed.
+    await page.locator('#h-search').fill('');
+    await until(async () => (await page.getByTestId('history-row').count()) >= 10, 'every row again');
+    const task = await send(server.base, 'inbox', 'Archive the old logs?');
+    const r = await api(server, `/api/tasks/${task.id}/decision`, {
+      method: 'POST',
+      headers: { 'X-Countersign-Actor': 'cli' },
+      body: JSON.stringify({ kind: 'approve', text: 'archived by hand' }),
+    });
+    assert.equal(r.status, 200);
+    await until(async () => /archived by hand/.test(await page.getByTestId('history-row').first().innerText()), 'the new decision, live');
   });
 
   test('agents & peers: endpoints with copy buttons, a peer previewed then added with its card, a subscription URL and token', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { get } from 'svelte/store';
 import { Api } from './api';
 import { createHistory } from './history';
-import { MockTransport, json } from '../test/mock';
+import { MockTransport, json, tick } from '../test/mock';
 
 describe('history store', () => {
   it('filters, pages and exports with the same filters', async () => {
@@ -66,6 +66,30 @@ describe('history store', () => {
     expect(t.items[0].decision.id).toBe('d600');
     expect(t.nextCursor).toBe('d401');
     expect(t.cursor).toBe(199);
+  });
+
+  it('a refresh asked for while a filter is loading waits for it', async () => {
+    let release: () => void = () => {};
+    let holding = true;
+    const m = new MockTransport().on('GET', /^\/api\/history\?/, async (_b, path) => {
+      const ops = path.includes('agent=ops');
+      if (ops && holding) {
+        holding = false;
+        await new Promise<void>((r) => (release = r));
+      }
+      const items = ops ? ['ops2', 'ops1'] : ['all3', 'ops2', 'all2', 'ops1', 'all1'];
+      return json(200, { items: items.map((id) => ({ decision: { id } })), nextCursor: 'more' });
+    });
+    const h = createHistory(new Api(m));
+    await h.load();
+    const filtered = h.setFilter({ agent: 'ops' });
+    const refreshed = h.refresh();
+    await tick(10);
+    expect(get(h).items.map((i) => i.decision.id)).toEqual(['all3', 'ops2', 'all2', 'ops1', 'all1']);
+    release();
+    await filtered;
+    await refreshed;
+    expect(get(h).items.map((i) => i.decision.id)).toEqual(['ops2', 'ops1']);
   });
 
   it('a refresh answered after the filters changed is dropped', async () => {

@@ -39,7 +39,21 @@ export function createHistory(api: Api): HistoryStore {
   const { subscribe, update } = store;
   let generation = 0;
 
-  async function load(): Promise<void> {
+  /** The first page being read for the filters now set, if one is: a
+   *  refresh waits for it rather than join its page to the rows of the
+   *  filters before. */
+  let reading: Promise<void> | null = null;
+
+  function load(): Promise<void> {
+    const p = readFirstPage();
+    reading = p;
+    void p.finally(() => {
+      if (reading === p) reading = null;
+    });
+    return p;
+  }
+
+  async function readFirstPage(): Promise<void> {
     const gen = ++generation;
     const s = get(store);
     update((x) => ({ ...x, loading: true, error: null }));
@@ -56,6 +70,7 @@ export function createHistory(api: Api): HistoryStore {
   let refreshes = 0;
 
   async function refresh(): Promise<void> {
+    while (reading) await reading;
     const gen = generation;
     const mine = ++refreshes;
     const s = get(store);
