@@ -1,6 +1,7 @@
 /** Decided turns, newest first, with filters and export. */
 import { get, writable, type Readable } from 'svelte/store';
 import type { Api, HistoryItem } from './api';
+import { latest } from './latest';
 
 export interface HistoryState {
   items: HistoryItem[];
@@ -39,19 +40,10 @@ export function createHistory(api: Api): HistoryStore {
   const { subscribe, update } = store;
   let generation = 0;
 
-  /** The first page being read for the filters now set, if one is: a
-   *  refresh waits for it rather than join its page to the rows of the
-   *  filters before. */
-  let reading: Promise<void> | null = null;
-
-  function load(): Promise<void> {
-    const p = readFirstPage();
-    reading = p;
-    void p.finally(() => {
-      if (reading === p) reading = null;
-    });
-    return p;
-  }
+  /** The first page read for the filters now set: a refresh waits for it
+   *  rather than join its page to the rows of the filters before. */
+  const firstPage = latest(readFirstPage);
+  const load = firstPage.start;
 
   async function readFirstPage(): Promise<void> {
     const gen = ++generation;
@@ -70,7 +62,7 @@ export function createHistory(api: Api): HistoryStore {
   let refreshes = 0;
 
   async function refresh(): Promise<void> {
-    while (reading) await reading;
+    await firstPage.settled();
     const gen = generation;
     const mine = ++refreshes;
     const s = get(store);

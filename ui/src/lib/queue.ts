@@ -4,6 +4,7 @@
  */
 import { get, writable, type Readable } from 'svelte/store';
 import type { Api, ApiEvent, DecisionInput, DecisionResult, Turn } from './api';
+import { latest } from './latest';
 
 export const PAGE = 500;
 
@@ -125,21 +126,12 @@ export function createQueue(api: Api): QueueStore {
   }
 
   /**
-   * The first page being read for the filter now set, if one is. A re-read
-   * of the head waits for it: merged into the rows of the filter before,
-   * its rows would be shown among theirs, and the cursor would follow a row
-   * that is about to go.
+   * The first page read for the filter now set. A re-read of the head waits
+   * for it: merged into the rows of the filter before, its rows would be
+   * shown among theirs, and the cursor would follow a row about to go.
    */
-  let reading: Promise<void> | null = null;
-
-  function load(): Promise<void> {
-    const p = readFirstPage();
-    reading = p;
-    void p.finally(() => {
-      if (reading === p) reading = null;
-    });
-    return p;
-  }
+  const firstPage = latest(readFirstPage);
+  const load = firstPage.start;
 
   async function readFirstPage(): Promise<void> {
     const gen = ++generation;
@@ -203,7 +195,7 @@ export function createQueue(api: Api): QueueStore {
 
   /** Re-reads the first page and merges it: new turns appear, gone ones go. */
   async function refreshHead(): Promise<void> {
-    while (reading) await reading;
+    await firstPage.settled();
     const gen = generation;
     const f = get(store).filter;
     const askedAt = ++clock;
