@@ -1,7 +1,7 @@
 // The approval UI end to end: Chromium (playwright-core) against a real
 // `countersign serve`, with A2A clients that are plain JSON-RPC calls.
 // Run by tests/ui/run.sh (`node --test`).
-import { after, before, afterEach, describe, test } from 'node:test';
+import { after, before, afterEach, describe, test as nodeTest } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -34,6 +34,30 @@ afterEach(async () => {
   assert.deepEqual(p.alerts, [], 'alert() ran');
   assert.deepEqual(p.errors, [], 'page errors');
 });
+
+/**
+ * A test that, when it fails, leaves what the page showed: a screenshot in
+ * output/ and the screen's text in the test's log, to tell a slow page from
+ * a wrong one.
+ */
+function test(name, fn) {
+  return nodeTest(name, async (t) => {
+    try {
+      await fn(t);
+    } catch (e) {
+      const page = ui?.page;
+      if (page && !page.isClosed()) {
+        const slug = name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60);
+        await page.screenshot({ path: join(output, `failed-${slug}.png`) }).catch(() => {});
+        const text = await page
+          .evaluate(() => `${location.hash}\n${document.querySelector('.layout')?.innerText ?? document.body.innerText}`)
+          .catch((err) => `(page not readable: ${err.message})`);
+        t.diagnostic(`page at failure: ${text.slice(0, 2000).replace(/\n+/g, ' | ')}`);
+      }
+      throw e;
+    }
+  });
+}
 
 async function fresh(opts) {
   await ui?.close();
@@ -95,6 +119,27 @@ describe('the approval UI', () => {
     assert.match(await r.innerText(), /input[\s\S]*inbox[\s\S]*May I deploy v2 to production\?/);
     assert.ok(!(await r.innerText()).includes('Changelog'), 'only the first line');
     await until(async () => (await page.getByTestId('count-all').innerText()) === '1', 'the sidebar count');
+  });
+
+  test('a task parked while the event stream is still opening shows up', async () => {
+    // Hold the stream back until the queue has been read and a task parked:
+    // no event will tell of that task, so the UI must read again once the
+    // stream is open.
+    let open;
+    const streamMayOpen = new Promise((r) => (open = r));
+    const page = await fresh({
+      beforeLoad: (p) =>
+        p.route(/\/api\/events$/, async (route) => {
+          await streamMayOpen;
+          await route.continue();
+        }),
+    });
+    const before = (await api(server, '/api/queue?limit=1')).body.total;
+    await until(async () => (await page.getByTestId('queue-total').innerText()) === `${before} parked`, 'the first read');
+    const task = await send(server.base, 'inbox', 'Parked before the stream opened?');
+    open();
+    await row(page, task.id).waitFor({ timeout: 5000 });
+    await until(async () => (await page.getByTestId('count-all').innerText()) === `${before + 1}`, 'the sidebar count');
   });
 
   test('approve with a comment, by keyboard; the client sees it', async () => {
@@ -171,6 +216,13 @@ describe('the approval UI', () => {
     const tasks = [];
     for (const n of [1, 2, 3]) tasks.push(await send(server.base, 'ops', `Restart worker ${n}?`));
     await page.locator('#f-agent').selectOption('ops');
+    // Wait for the filter's rows, not just for these three: the list before
+    // it lands shows them too (events bring them in), beside older tasks
+    // of other agents, and select-all selects what is shown.
+    await until(async () => {
+      const agents = await page.locator('.qrow .agent').allInnerTexts();
+      return agents.length === 3 && agents.every((a) => a === 'ops');
+    }, "the filter's three rows");
     for (const t of tasks) await row(page, t.id).waitFor();
     await focusList(page);
     await page.keyboard.press('Shift+A');

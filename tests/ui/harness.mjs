@@ -143,9 +143,10 @@ export async function launch() {
 
 /**
  * A page that records CSP violations, alert/confirm/prompt calls, page
- * errors and failed UI requests; `problems()` lists them.
+ * errors and failed UI requests; `problems()` lists them. `beforeLoad(page)`
+ * runs before the page is opened (to route its requests).
  */
-export async function openPage(browser, url, { width = 1280, height = 800, colorScheme = 'light' } = {}) {
+export async function openPage(browser, url, { width = 1280, height = 800, colorScheme = 'light', beforeLoad } = {}) {
   const context = await browser.newContext({ viewport: { width, height }, colorScheme, acceptDownloads: true });
   const page = await context.newPage();
   const errors = [];
@@ -172,6 +173,8 @@ export async function openPage(browser, url, { width = 1280, height = 800, color
       window.__csp.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`);
     });
   });
+  // Routes a test needs in place from the first request.
+  await beforeLoad?.(page);
   await page.goto(url);
   return {
     page,

@@ -6,8 +6,9 @@
  * - **HTTP** (the browser, `countersign serve`): `fetch` of `/api/…` with
  *   `Authorization: Bearer <token>`, and the event stream `GET /api/events`
  *   read with `fetch` + `ReadableStream` (EventSource cannot send headers).
- *   The stream reconnects with backoff; after a reconnect the UI re-reads
- *   what it shows (`onResync`), and events already seen are dropped.
+ *   The stream reconnects with backoff; once it is open, first or again,
+ *   the UI re-reads what it shows (`onResync`), and events already seen are
+ *   dropped.
  *
  * - **Tauri** (the desktop window; used when `window.__TAURI_INTERNALS__`
  *   exists). The desktop shell must provide exactly this contract:
@@ -62,7 +63,7 @@ export interface ApiEvent {
 
 export interface EventHandlers {
   onEvent(ev: ApiEvent): void;
-  /** The stream came back after a break: re-read what is shown. */
+  /** The stream is open (first, or again after a break): re-read what is shown. */
   onResync(): void;
   /** `true` while the stream is open. */
   onStatus?(connected: boolean): void;
@@ -196,7 +197,6 @@ export class HttpTransport implements Transport {
     let stopped = false;
     let controller: AbortController | null = null;
     let delay = RECONNECT_MIN_MS;
-    let connectedOnce = false;
     const dedupe = new Dedupe();
     let timer: ReturnType<typeof setTimeout> | null = null;
 
@@ -212,8 +212,10 @@ export class HttpTransport implements Transport {
         if (!resp.ok || !resp.body) throw new Error(`HTTP ${resp.status}`);
         h.onStatus?.(true);
         delay = RECONNECT_MIN_MS;
-        if (connectedOnce) h.onResync();
-        connectedOnce = true;
+        // Re-read on every connect, the first included: what the screens
+        // read before the stream was open (the app's first load races it)
+        // misses any change made in between, and no event will tell of it.
+        h.onResync();
         const reader = resp.body.getReader();
         const decoder = new TextDecoder();
         const parser = new SseParser();
@@ -290,6 +292,8 @@ export class TauriTransport implements Transport {
       else {
         unlisten = u;
         h.onStatus?.(true);
+        // Changes made before the listener was in place sent no event here.
+        h.onResync();
       }
     });
     return () => {
