@@ -295,6 +295,8 @@ describe('the approval UI', () => {
     title = await page.locator('.qrow.focused .preview').innerText();
     await page.keyboard.press('x'); // 5: reject from the queue
     await page.locator('#quick-text').waitFor();
+    // Should the focus leave the panel's field, Enter still confirms.
+    await focusList(page);
     await page.keyboard.press('Enter');
     decided[title] = 'TASK_STATE_REJECTED';
     await page.getByText('Nothing parked matches').waitFor();
