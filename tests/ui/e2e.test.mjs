@@ -308,6 +308,46 @@ describe('the approval UI', () => {
     assert.equal(reply.status.message.parts[0].text, 'Do it after the freeze');
   });
 
+  test('a reason typed while an earlier quick decision is still being sent stays in its field', async () => {
+    const page = await fresh();
+    const first = await send(server.base, 'ops', 'Focus: first?');
+    const second = await send(server.base, 'ops', 'Focus: second?');
+    await page.keyboard.press('/');
+    await page.keyboard.type('Focus');
+    await page.keyboard.press('Enter');
+    await until(async () => {
+      const previews = await page.locator('.qrow .preview').allInnerTexts();
+      return previews.length === 2 && previews.every((p) => p.startsWith('Focus: '));
+    }, 'the two searched rows');
+    // The first decision's answer is held back until the second panel is in use.
+    let release;
+    const held = new Promise((r) => (release = r));
+    await page.route(`**/api/tasks/${first.id}/decision`, async (route) => {
+      await held;
+      await route.continue();
+    });
+    await row(page, first.id).locator('.agent').click();
+    await focusList(page);
+    await page.keyboard.press('a');
+    await page.locator('#quick-text').waitFor();
+    await page.keyboard.press('Enter');
+    await page.getByText('Deciding…').waitFor();
+    await row(page, second.id).locator('.agent').click();
+    await page.keyboard.press('x');
+    await page.locator('#quick-text').waitFor();
+    await page.keyboard.type('Half');
+    release();
+    await page.getByText('Done: 1 of 1 approved').waitFor();
+    await page.keyboard.type(' and the rest');
+    assert.equal(await page.locator('#quick-text').inputValue(), 'Half and the rest');
+    await page.keyboard.press('Enter');
+    await page.getByText('Nothing parked matches').waitFor();
+    assert.equal((await getTask(server.base, 'ops', first.id)).status.state, 'TASK_STATE_COMPLETED');
+    const rejected = await getTask(server.base, 'ops', second.id);
+    assert.equal(rejected.status.state, 'TASK_STATE_REJECTED');
+    assert.match(JSON.stringify(rejected.status.message), /Half and the rest/);
+  });
+
   test('a decision made elsewhere (the CLI, another window) updates the open task and the queue', async () => {
     const page = await fresh();
     const task = await send(server.base, 'inbox', 'Renew the TLS certificate?');
