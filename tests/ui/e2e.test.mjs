@@ -348,6 +348,33 @@ describe('the approval UI', () => {
     assert.match(JSON.stringify(rejected.status.message), /Half and the rest/);
   });
 
+  test('a person who leaves a task while its decision is being sent stays where they went', async () => {
+    const page = await fresh();
+    const task = await send(server.base, 'inbox', 'Archive the old logs?');
+    const other = await send(server.base, 'inbox', 'Archive the new logs?');
+    let release;
+    const held = new Promise((r) => (release = r));
+    await page.route(`**/api/tasks/${task.id}/decision`, async (route) => {
+      await held;
+      await route.continue();
+    });
+    await openByKeyboard(page, task.id);
+    await page.keyboard.press('a');
+    await page.locator('#d-comment').waitFor();
+    await page.keyboard.press('Enter');
+    // Back to the queue while the answer is held back.
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Escape');
+    await page.locator('#queue-title').waitFor();
+    release();
+    await until(async () => (await getTask(server.base, 'inbox', task.id)).status.state === 'TASK_STATE_COMPLETED', 'the approval');
+    await until(async () => !(await row(page, task.id).count()), 'its row to go');
+    // Not taken to the next task by the late answer.
+    await page.waitForTimeout(300);
+    assert.equal(await page.evaluate(() => location.hash), '#/queue');
+    assert.equal(await row(page, other.id).count(), 1);
+  });
+
   test('a decision made elsewhere (the CLI, another window) updates the open task and the queue', async () => {
     const page = await fresh();
     const task = await send(server.base, 'inbox', 'Renew the TLS certificate?');
