@@ -319,6 +319,14 @@ describe('the approval UI', () => {
       const previews = await page.locator('.qrow .preview').allInnerTexts();
       return previews.length === 2 && previews.every((p) => p.startsWith('Focus: '));
     }, 'the two searched rows');
+    // Enter on the panel's Cancel button cancels: a focused button keeps its Enter.
+    await row(page, first.id).locator('.agent').click();
+    await page.keyboard.press('x');
+    await page.locator('#quick-text').waitFor();
+    await page.locator('form.quick').getByRole('button', { name: /Cancel/ }).focus();
+    await page.keyboard.press('Enter');
+    await page.locator('#quick-text').waitFor({ state: 'detached' });
+    assert.equal(await row(page, first.id).count(), 1);
     // The first decision's answer is held back until the second panel is in use.
     let release;
     const held = new Promise((r) => (release = r));
