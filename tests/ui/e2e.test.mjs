@@ -68,6 +68,37 @@ async function fresh(opts) {
 
 const row = (page, taskId) => page.locator(`.qrow[data-task-id="${taskId}"]`);
 
+/**
+ * Holds back the page's requests to `url` until the returned function is
+ * called (a late answer, a late stream).
+ */
+async function holdBack(page, url) {
+  let release;
+  const held = new Promise((r) => (release = r));
+  await page.route(url, async (route) => {
+    await held;
+    await route.continue();
+  });
+  return release;
+}
+
+/**
+ * Searches the queue by keyboard (/, the words, Enter) and waits for the
+ * search's own rows, `n` of them all starting with `prefix`: the list before
+ * the search lands can hold as many rows (older parked tasks, and the new
+ * ones its refresh has brought in so far), and a cursor put on one of them
+ * rightly follows that task to its place in the new list.
+ */
+async function searchByKeyboard(page, words, prefix, n) {
+  await page.keyboard.press('/');
+  await page.keyboard.type(words);
+  await page.keyboard.press('Enter');
+  await until(async () => {
+    const previews = await page.locator('.qrow .preview').allInnerTexts();
+    return previews.length === n && previews.every((p) => p.startsWith(prefix));
+  }, `the ${n} searched rows`);
+}
+
 async function focusList(page) {
   await page.locator('.vlist').focus();
 }
@@ -126,14 +157,7 @@ describe('the approval UI', () => {
     // no event will tell of that task, so the UI must read again once the
     // stream is open.
     let open;
-    const streamMayOpen = new Promise((r) => (open = r));
-    const page = await fresh({
-      beforeLoad: (p) =>
-        p.route(/\/api\/events$/, async (route) => {
-          await streamMayOpen;
-          await route.continue();
-        }),
-    });
+    const page = await fresh({ beforeLoad: async (p) => (open = await holdBack(p, /\/api\/events$/)) });
     const before = (await api(server, '/api/queue?limit=1')).body.total;
     await until(async () => (await page.getByTestId('queue-total').innerText()) === `${before} parked`, 'the first read');
     const task = await send(server.base, 'inbox', 'Parked before the stream opened?');
@@ -246,17 +270,7 @@ describe('the approval UI', () => {
     const ids = {};
     for (const t of texts) ids[`Triage: ${t}`] = (await send(server.base, 'ops', `Triage: ${t}`)).id;
     // Search for them, by keyboard only: / types into the search, Enter goes back to the list.
-    await page.keyboard.press('/');
-    await page.keyboard.type('Triage');
-    await page.keyboard.press('Enter');
-    // Wait for the search's rows, not just for five rows: the list before
-    // the search lands can also hold five (older parked tasks and the
-    // triage tasks its refresh has brought in so far), and a cursor put on
-    // one of them rightly follows that task to its place in the new list.
-    await until(async () => {
-      const previews = await page.locator('.qrow .preview').allInnerTexts();
-      return previews.length === 5 && previews.every((p) => p.startsWith('Triage: '));
-    }, 'the five searched rows');
+    await searchByKeyboard(page, 'Triage', 'Triage: ', 5);
     const heading = () => page.locator('#task-title').innerText();
     const decided = {};
     await page.keyboard.press('j');
@@ -312,13 +326,7 @@ describe('the approval UI', () => {
     const page = await fresh();
     const first = await send(server.base, 'ops', 'Focus: first?');
     const second = await send(server.base, 'ops', 'Focus: second?');
-    await page.keyboard.press('/');
-    await page.keyboard.type('Focus');
-    await page.keyboard.press('Enter');
-    await until(async () => {
-      const previews = await page.locator('.qrow .preview').allInnerTexts();
-      return previews.length === 2 && previews.every((p) => p.startsWith('Focus: '));
-    }, 'the two searched rows');
+    await searchByKeyboard(page, 'Focus', 'Focus: ', 2);
     // Enter on the panel's Cancel button cancels: a focused button keeps its Enter.
     await row(page, first.id).locator('.agent').click();
     await page.keyboard.press('x');
@@ -328,12 +336,7 @@ describe('the approval UI', () => {
     await page.locator('#quick-text').waitFor({ state: 'detached' });
     assert.equal(await row(page, first.id).count(), 1);
     // The first decision's answer is held back until the second panel is in use.
-    let release;
-    const held = new Promise((r) => (release = r));
-    await page.route(`**/api/tasks/${first.id}/decision`, async (route) => {
-      await held;
-      await route.continue();
-    });
+    const release = await holdBack(page, `**/api/tasks/${first.id}/decision`);
     await row(page, first.id).locator('.agent').click();
     await focusList(page);
     await page.keyboard.press('a');
@@ -360,12 +363,7 @@ describe('the approval UI', () => {
     const page = await fresh();
     const task = await send(server.base, 'inbox', 'Archive the old logs?');
     const other = await send(server.base, 'inbox', 'Archive the new logs?');
-    let release;
-    const held = new Promise((r) => (release = r));
-    await page.route(`**/api/tasks/${task.id}/decision`, async (route) => {
-      await held;
-      await route.continue();
-    });
+    const release = await holdBack(page, `**/api/tasks/${task.id}/decision`);
     await openByKeyboard(page, task.id);
     await page.keyboard.press('a');
     await page.locator('#d-comment').waitFor();
