@@ -150,6 +150,24 @@ async fn an_approved_task_chains_to_a_peer_gates_wait_and_loops_are_refused() {
     let child_detail = cli_json(&da, &["show", &child]).await;
     assert_eq!(child_detail["chain"]["parent"]["taskId"], parent.as_str());
     assert_eq!(child_detail["agentId"], "b");
+    // The list of hops says whose tasks the hop links and what they asked.
+    let listed = hops(&da).await;
+    let hop = listed
+        .iter()
+        .find(|h| h["childTaskId"] == child.as_str())
+        .unwrap();
+    assert_eq!(
+        hop["parent"],
+        json!({"agentId": "inbox", "preview": "Ship v2?"})
+    );
+    assert_eq!(hop["child"]["agentId"], "b");
+    assert!(
+        hop["child"]["preview"]
+            .as_str()
+            .unwrap()
+            .starts_with("Approved on A: Ship v2?"),
+        "{hop}"
+    );
 
     // B's person approves: the child completes, which fires `echo` (B's
     // task completed ⇒ to B again) once…
@@ -414,6 +432,14 @@ action = {{ kind = "push", url = "http://{addr}/done", auth_scheme = "Bearer", c
     )
     .await;
     assert_eq!(h[0]["ruleId"], "chain-1");
+    assert_eq!(
+        h[0]["parent"],
+        json!({"agentId": "inbox", "preview": "Approve the invoice?"})
+    );
+    assert_eq!(h[0]["child"], Value::Null, "a push starts no task");
+    let table = run_cli_ok(&a.data_dir, &["chains", "hops"], Duration::from_secs(30)).await;
+    assert!(table.contains("ABOUT"), "{table}");
+    assert!(table.contains("inbox: Approve the invoice?"), "{table}");
 }
 
 /// A scripted agent's tasks complete as they are created, in one write: the

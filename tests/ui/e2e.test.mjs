@@ -700,6 +700,20 @@ describe('the approval UI', () => {
     // Completed ops tasks (bulk approve, triage) each hold a gated hop.
     const gated = page.locator('tr[data-testid^="hop-"]', { hasText: 'gated' });
     await until(async () => (await gated.count()) >= 2, 'gated hops');
+    // Each hop says whose task fired it and what that task asked, and where
+    // the rule sends it; its two answers sit side by side.
+    const row = gated.first();
+    const [from, to] = await Promise.all([row.getByTestId('hop-from').innerText(), row.getByTestId('hop-to').innerText()]);
+    const rowId = await row.getAttribute('data-testid');
+    const firedBy = (await api(server, '/api/chains/hops?limit=50')).body.hops.find((h) => `hop-${h.id}` === rowId);
+    assert.equal(firedBy.parent.agentId, 'ops');
+    assert.ok(firedBy.parent.preview.length > 0, JSON.stringify(firedBy));
+    assert.equal(from.replace(/\s+/g, ' ').trim(), `ops ${firedBy.parent.preview}`);
+    assert.equal(to.trim(), 'push to https://hooks.example.com/ci');
+    const [release, drop] = await Promise.all(
+      ['Release', 'Drop'].map((name) => row.getByRole('button', { name }).boundingBox()),
+    );
+    assert.equal(Math.round(release.y), Math.round(drop.y), 'Release and Drop on one line');
     const first = await gated.first().getAttribute('data-testid');
     await gated.first().getByRole('button', { name: 'Release' }).click();
     const second = await until(async () => {
@@ -714,7 +728,7 @@ describe('the approval UI', () => {
     await page.getByTestId(second).getByText('dropped', { exact: true }).waitFor();
     await page.screenshot({ path: join(output, 'chains.png') });
     // The task the hop came from shows it as a chain link.
-    await page.getByTestId(second).locator('td').nth(2).getByRole('button').click();
+    await page.getByTestId(second).getByTestId('hop-from').getByRole('button').click();
     await page.getByTestId('chain-links').waitFor();
     assert.match(await page.getByTestId('chain-links').innerText(), /rule notify-ci · dropped/);
   });

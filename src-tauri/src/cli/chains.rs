@@ -103,6 +103,13 @@ pub async fn chains_hops(data_dir: &Path, json: bool) -> Result<Output, CliError
             vec![
                 s(h, "id"),
                 s(h, "ruleId"),
+                match h["parent"]["preview"].as_str() {
+                    Some(p) => first_line(
+                        &format!("{}: {p}", h["parent"]["agentId"].as_str().unwrap_or("-")),
+                        48,
+                    ),
+                    None => "-".to_owned(),
+                },
                 s(h, "parentTaskId"),
                 s(h, "childTaskId"),
                 s(h, "state"),
@@ -111,7 +118,15 @@ pub async fn chains_hops(data_dir: &Path, json: bool) -> Result<Output, CliError
         })
         .collect();
     Ok(Output::new(table(
-        &["HOP", "RULE", "FROM TASK", "TO TASK", "STATE", "REASON"],
+        &[
+            "HOP",
+            "RULE",
+            "ABOUT",
+            "FROM TASK",
+            "TO TASK",
+            "STATE",
+            "REASON",
+        ],
         &rows,
     )))
 }

@@ -538,7 +538,7 @@ impl Engine {
     }
 
     /// The newest chain hops.
-    pub async fn chain_hops(&self, limit: usize) -> Result<Vec<d::Hop>, crate::store::Error> {
+    pub async fn chain_hops(&self, limit: usize) -> Result<Vec<d::ListedHop>, crate::store::Error> {
         self.inner
             .store
             .read(move |conn| d::hops(conn, limit.clamp(1, 500)))

@@ -376,13 +376,59 @@ pub fn hop(conn: &Connection, id: &str) -> Result<Option<Hop>> {
         .optional()?)
 }
 
-/// The newest hops.
-pub fn hops(conn: &Connection, limit: usize) -> Result<Vec<Hop>> {
+/// A hop as the list of recent hops shows it: with whose tasks it links
+/// and what they were about, so a person can tell hops apart without
+/// opening each task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedHop {
+    #[serde(flatten)]
+    pub hop: Hop,
+    /// The task that fired the hop (`None` once it was deleted).
+    pub parent: Option<TaskLabel>,
+    /// The task the hop started, if it started one and it is still kept.
+    pub child: Option<TaskLabel>,
+}
+
+/// Who a task belongs to and the first line of what it was asked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskLabel {
+    pub agent_id: String,
+    pub preview: String,
+}
+
+/// The newest hops, each with its tasks' labels.
+pub fn hops(conn: &Connection, limit: usize) -> Result<Vec<ListedHop>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {HOP_COLUMNS} FROM chain_hops ORDER BY created_ms DESC, id LIMIT ?1"
     ))?;
     let rows = stmt.query_map([limit as i64], hop_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let hops = rows.collect::<rusqlite::Result<Vec<Hop>>>()?;
+    hops.into_iter()
+        .map(|hop| {
+            let parent = task_label(conn, &hop.parent_task_id)?;
+            let child = match &hop.child_task_id {
+                Some(id) => task_label(conn, id)?,
+                None => None,
+            };
+            Ok(ListedHop { hop, parent, child })
+        })
+        .collect()
+}
+
+/// The label of a task: its agent (or peer) and the first line of the
+/// first message its caller sent.
+fn task_label(conn: &Connection, task_id: &str) -> Result<Option<TaskLabel>> {
+    let Some(agent_id) = conn
+        .prepare_cached("SELECT agent_id FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| r.get::<_, String>(0))
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let preview = super::queue::first_request_preview(conn, task_id)?;
+    Ok(Some(TaskLabel { agent_id, preview }))
 }
 
 /// The hop that started a task, and the hops a task fired.

@@ -115,8 +115,26 @@ fn finish_decision((mut d, payload): (DecisionRecord, String)) -> Result<Decisio
 /// The first line of the request a task is parked on: its latest message
 /// from the caller (at most 200 characters).
 pub fn request_preview(conn: &Connection, task_id: &str) -> Result<String> {
-    let mut stmt =
-        conn.prepare_cached("SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC")?;
+    preview_in(
+        conn,
+        "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC",
+        task_id,
+    )
+}
+
+/// The first line of what a task was first asked: the first message from
+/// its caller (at most 200 characters).
+pub fn first_request_preview(conn: &Connection, task_id: &str) -> Result<String> {
+    preview_in(
+        conn,
+        "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq",
+        task_id,
+    )
+}
+
+/// The preview of the first caller's message `sql` reads for `task_id`.
+fn preview_in(conn: &Connection, sql: &str, task_id: &str) -> Result<String> {
+    let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map([task_id], |r| r.get::<_, String>(0))?;
     for body in rows {
         let Ok(m) = serde_json::from_str::<Message>(&body?) else {

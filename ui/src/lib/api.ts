@@ -551,6 +551,16 @@ export interface ChainHop {
   reason: string | null;
   createdAt: string;
   updatedAt: string;
+  /** Whose task fired the hop and what it was asked (null once the task is deleted). */
+  parent?: TaskLabel | null;
+  /** The same of the task the hop started, if any. */
+  child?: TaskLabel | null;
+}
+
+/** Who a task belongs to and the first line of its first request. */
+export interface TaskLabel {
+  agentId: string;
+  preview: string;
 }
 
 export interface Settings {

@@ -24,6 +24,24 @@ export function time(ms: number | string | null | undefined): string {
   });
 }
 
+/**
+ * A compact time for dense tables: the clock time for today, the day and
+ * minute for this year, the date before that. [`time`] gives the whole.
+ */
+export function shortTime(ms: number | string | null | undefined, nowMs: number = Date.now()): string {
+  if (ms === null || ms === undefined || ms === '') return '';
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return String(ms);
+  const now = new Date(nowMs);
+  if (d.toDateString() === now.toDateString()) {
+    return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  }
+  if (d.getFullYear() === now.getFullYear()) {
+    return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  }
+  return d.toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
+}
+
 export function size(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined) return 'size unknown';
   if (bytes < 1024) return `${bytes} B`;
