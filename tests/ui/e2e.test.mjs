@@ -757,15 +757,23 @@ describe('the approval UI', () => {
     assert.equal(await page.getByTestId('set-webhook').inputValue(), 'https://hooks.example.com');
     assert.equal(await page.getByLabel('Dark').isChecked(), true);
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    // Muting names each agent and peer with what it is and, when its name
+    // differs, its id: two named alike stay apart.
+    const muteDemo = page.getByTestId('mute-demo');
+    assert.match(await page.locator('label', { has: muteDemo }).innerText(), /^\s*Report writer\s+agent demo\s*$/);
+    await muteDemo.check();
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByTestId('settings-saved').waitFor();
     await page.screenshot({ path: join(output, 'settings.png') });
     const saved = await api(server, '/api/settings');
     assert.equal(saved.body.settings.webhookPublicUrl, 'https://hooks.example.com');
     assert.equal(saved.body.settings.theme, 'dark');
+    assert.deepEqual(saved.body.settings.notifications.mutedAgents, ['demo']);
+    await muteDemo.uncheck();
     await page.getByLabel('Follow the system').check();
     await page.getByRole('button', { name: 'Save' }).click();
     await until(async () => (await api(server, '/api/settings')).body.settings.theme === 'system', 'theme saved');
+    assert.deepEqual((await api(server, '/api/settings')).body.settings.notifications.mutedAgents ?? [], []);
     // A theme tried but not saved is dropped on leaving the screen.
     await page.getByLabel('Light').check();
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'light');
