@@ -80,7 +80,12 @@ async fn queue_lists_filters_searches_and_counts_parked_tasks() {
         message("m1", "Pay invoice 1042?\nAmount: 300 EUR"),
     )
     .await;
-    let b = park(&c, "ops", message("m2", "Restart the API servers?")).await;
+    let b = park(
+        &c,
+        "ops",
+        message("m2", "## Restart the API servers?\n\nAll of them."),
+    )
+    .await;
     let q = api.json("/queue").await;
     assert_eq!(q["total"], 2);
     assert_eq!(
@@ -93,6 +98,10 @@ async fn queue_lists_filters_searches_and_counts_parked_tasks() {
     assert_eq!(q["counts"], json!({"inbox": 1, "ops": 1}));
     let q = api.json("/queue?sort=newest&limit=1").await;
     assert_eq!(q["items"][0]["taskId"], b.as_str());
+    assert_eq!(
+        q["items"][0]["preview"], "Restart the API servers?",
+        "a markdown heading is previewed as its text"
+    );
     assert!(q["nextCursor"].is_string());
     let next = api
         .json(&format!(

@@ -478,6 +478,27 @@ describe('the approval UI', () => {
     await page.screenshot({ path: join(output, 'task-artifacts-dark.png') });
   });
 
+  test('a caller\'s markdown reads as a document: its heading as the title, bullets, a marked quote; a narrow window stacks the timeline under it', async () => {
+    const page = await fresh({ width: 820, height: 800 });
+    const task = await send(server.base, 'inbox', '# Rollout plan\n\n- drain eu-west\n- migrate\n\n> Risky on Fridays.');
+    await openByKeyboard(page, task.id);
+    assert.equal(await page.locator('#task-title').innerText(), 'Rollout plan');
+    const content = page.locator('.messages .content').first();
+    assert.equal(await content.locator('ul').evaluate((el) => getComputedStyle(el).listStyleType), 'disc');
+    const quote = content.locator('blockquote');
+    assert.equal(await quote.evaluate((el) => getComputedStyle(el).borderLeftStyle), 'solid');
+    assert.equal(await quote.locator('p').evaluate((el) => getComputedStyle(el).marginTop), '0px');
+    const [conversation, timeline] = await Promise.all(
+      ['#conv-title', '.timeline'].map((sel) => page.locator(sel).first().boundingBox()),
+    );
+    assert.ok(timeline.y > conversation.y + 50, `the timeline under the conversation: ${JSON.stringify({ conversation, timeline })}`);
+    const r = await api(server, `/api/tasks/${task.id}/decision`, {
+      method: 'POST',
+      body: JSON.stringify({ kind: 'approve' }),
+    });
+    assert.equal(r.status, 200);
+  });
+
   test('the XSS corpus, from caller and agent, renders with no script run and no CSP violation', async () => {
     const corpus = xssCorpus();
     assert.ok(corpus.length >= 100, `${corpus.length} vectors`);

@@ -159,11 +159,7 @@ fn preview_of(m: &Message) -> Option<String> {
         return None;
     }
     let text = m.text();
-    let first = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
+    let first = text.lines().find_map(plain_line).unwrap_or("");
     let mut preview: String = first.chars().take(200).collect();
     if preview.is_empty() {
         preview = m
@@ -173,6 +169,45 @@ fn preview_of(m: &Message) -> Option<String> {
             .unwrap_or_default();
     }
     Some(preview)
+}
+
+/// A line of text as a preview shows it: without the markdown that only
+/// marks up the block (heading `#`s, quote `>`s, a bullet), trimmed;
+/// `None` for a line that holds nothing else (blank, a rule, a code fence:
+/// the preview is then the code's first line).
+fn plain_line(line: &str) -> Option<&str> {
+    let mut l = line.trim();
+    loop {
+        let before = l;
+        if let Some(rest) = l.strip_prefix('>') {
+            l = rest.trim_start();
+        }
+        let hashes = l.len() - l.trim_start_matches('#').len();
+        if (1..=6).contains(&hashes) && l[hashes..].chars().next().is_none_or(char::is_whitespace) {
+            l = l[hashes..].trim();
+            // A closing sequence of an ATX heading (`## Title ##`).
+            let unclosed = l.trim_end_matches('#');
+            if unclosed.is_empty() || unclosed.ends_with(char::is_whitespace) {
+                l = unclosed.trim_end();
+            }
+        }
+        for bullet in ["- ", "* ", "+ "] {
+            if let Some(rest) = l.strip_prefix(bullet) {
+                l = rest.trim_start();
+            }
+        }
+        if l == before {
+            break;
+        }
+    }
+    // A code fence, with or without its info string.
+    if l.starts_with("```") || l.starts_with("~~~") {
+        return None;
+    }
+    let markup_only = l
+        .chars()
+        .all(|c| c.is_whitespace() || matches!(c, '`' | '~' | '-' | '*' | '_' | '=' | '#' | '>'));
+    (!markup_only).then_some(l)
 }
 
 /// The open turn of a task, if it is parked.
@@ -676,7 +711,29 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 
 #[cfg(test)]
 mod tests {
-    use super::fts_query;
+    use super::{fts_query, plain_line};
+
+    #[test]
+    fn a_preview_line_drops_block_markdown_and_skips_lines_of_markup_only() {
+        assert_eq!(plain_line("# Release plan"), Some("Release plan"));
+        assert_eq!(plain_line("  ## Deploy v2 ##  "), Some("Deploy v2"));
+        assert_eq!(plain_line("> > - quoted item"), Some("quoted item"));
+        assert_eq!(
+            plain_line("* Approve the invoice?"),
+            Some("Approve the invoice?")
+        );
+        assert_eq!(plain_line("#hashtag stays"), Some("#hashtag stays"));
+        assert_eq!(
+            plain_line("####### seven is not a heading"),
+            Some("####### seven is not a heading")
+        );
+        assert_eq!(plain_line("C# ## notes #"), Some("C# ## notes #"));
+        assert_eq!(plain_line("1. numbered stays"), Some("1. numbered stays"));
+        assert_eq!(plain_line("Is 2 * 3 = 6?"), Some("Is 2 * 3 = 6?"));
+        for markup in ["", "   ", "---", "```sh", "***", "#", "> ", "~~~"] {
+            assert_eq!(plain_line(markup), None, "{markup:?}");
+        }
+    }
 
     #[test]
     fn search_words_are_quoted_and_the_last_is_a_prefix() {
