@@ -391,7 +391,7 @@ describe('the approval UI', () => {
       body: JSON.stringify({ kind: 'approve', text: 'done by hand' }),
     });
     assert.equal(r.status, 200);
-    await until(async () => /Decided: approve by cli/.test(await page.getByTestId('decided').innerText()), 'the decided line');
+    await until(async () => /Decided: approve from the CLI, .* — (being )?delivered to the agent\./.test(await page.getByTestId('decided').innerText()), 'the decided line');
     await page.keyboard.press('Escape');
     await page.locator('.vlist, [data-testid=empty-queue]').first().waitFor();
     assert.equal(await row(page, task.id).count(), 0);
@@ -419,7 +419,7 @@ describe('the approval UI', () => {
     await page.keyboard.press('Enter');
     const already = page.getByTestId('already-decided');
     await already.waitFor();
-    assert.match(await already.innerText(), /Already decided: reject by cli/);
+    assert.match(await already.innerText(), /Already decided: reject from the CLI at /);
     const detail = await api(server, `/api/tasks/${task.id}`);
     assert.equal(detail.body.decisions.length, 1);
     assert.equal((await getTask(server.base, 'inbox', task.id)).status.state, 'TASK_STATE_REJECTED');

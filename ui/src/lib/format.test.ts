@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { shortTime, time } from './format';
+import { actorLabel, deliveryState, shortTime, time } from './format';
 
 describe('shortTime', () => {
   const now = new Date(2026, 10, 26, 15, 0, 0).getTime();
@@ -22,5 +22,16 @@ describe('shortTime', () => {
   it('passes through what is not a time', () => {
     expect(shortTime(null, now)).toBe('');
     expect(shortTime('soon', now)).toBe('soon');
+  });
+});
+
+describe('decision words', () => {
+  it('say where a decision was made and how far its answer got', () => {
+    expect(actorLabel('ui')).toBe('in the app');
+    expect(actorLabel('cli')).toBe('from the CLI');
+    expect(actorLabel('ops-bot')).toBe('by ops-bot');
+    expect(deliveryState('delivered')).toBe('delivered to the agent');
+    expect(deliveryState('pending')).toBe('being delivered to the agent');
+    expect(deliveryState('failed')).toMatch(/failed/);
   });
 });

@@ -42,6 +42,21 @@ export function shortTime(ms: number | string | null | undefined, nowMs: number 
   return d.toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
 }
 
+/** Where a decision was made, in words: `in the app`, `from the CLI`, `by ACTOR`. */
+export function actorLabel(actor: string): string {
+  if (actor === 'ui') return 'in the app';
+  if (actor === 'cli') return 'from the CLI';
+  return `by ${actor}`;
+}
+
+/** How far a decision's answer to the agent has got, in words. */
+export function deliveryState(delivery: string): string {
+  if (delivery === 'delivered') return 'delivered to the agent';
+  if (delivery === 'pending') return 'being delivered to the agent';
+  if (delivery === 'failed') return 'its delivery failed (see Decisions)';
+  return `delivery ${delivery}`;
+}
+
 export function size(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined) return 'size unknown';
   if (bytes < 1024) return `${bytes} B`;
