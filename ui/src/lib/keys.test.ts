@@ -18,6 +18,13 @@ describe('keys', () => {
     const all = KEYS.map((k) => k.keys).join(' | ');
     for (const k of ['j / k', 'Enter', 'a', 'r', 'x', '/', 'g q', 'g h', '?']) expect(all).toContain(k);
   });
+
+  it('names the screens where the decision keys and n work', () => {
+    const where = (keys: string) => KEYS.find((k) => k.keys === keys)?.where;
+    for (const k of ['a', 'r', 'x']) expect(where(k)).toBe('queue, task');
+    expect(where('n')).toBe('chains');
+    expect(where('/')).toBe('queue, history');
+  });
 });
 
 describe('routes', () => {

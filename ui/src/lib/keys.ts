@@ -5,21 +5,23 @@
 export interface KeyHelp {
   keys: string;
   what: string;
-  where: 'everywhere' | 'queue' | 'task' | 'history';
+  /** The screens where the key works: `everywhere`, or the screens' names. */
+  where: string;
 }
 
 export const KEYS: KeyHelp[] = [
-  { keys: 'j / k', what: 'next / previous item', where: 'everywhere' },
-  { keys: 'Enter', what: 'open the focused task', where: 'queue' },
-  { keys: 'a', what: 'approve (then Enter; optional comment)', where: 'queue' },
-  { keys: 'r', what: 'reply (Ctrl+Enter sends)', where: 'queue' },
-  { keys: 'x', what: 'reject (then Enter; optional reason)', where: 'queue' },
+  { keys: 'j / k', what: 'next / previous item', where: 'queue, task, history' },
+  { keys: 'Enter', what: 'open the focused task', where: 'queue, history' },
+  { keys: 'a', what: 'approve (then Enter; optional comment)', where: 'queue, task' },
+  { keys: 'r', what: 'reply (Ctrl+Enter sends)', where: 'queue, task' },
+  { keys: 'x', what: 'reject (then Enter; optional reason)', where: 'queue, task' },
   { keys: 'Space', what: 'select / unselect for a bulk decision', where: 'queue' },
   { keys: 'Shift+A', what: 'select all loaded', where: 'queue' },
   { keys: 'o', what: 'open the sign-in link (auth-required)', where: 'task' },
   { keys: 'c', what: 'continue after signing in', where: 'task' },
+  { keys: 'n', what: 'new chain rule', where: 'chains' },
   { keys: 'Esc', what: 'cancel, close, back to the queue', where: 'everywhere' },
-  { keys: '/', what: 'search', where: 'everywhere' },
+  { keys: '/', what: 'search', where: 'queue, history' },
   { keys: 'g q', what: 'go to the queue', where: 'everywhere' },
   { keys: 'g h', what: 'go to the history', where: 'everywhere' },
   { keys: 'g a', what: 'go to agents & peers', where: 'everywhere' },
