@@ -130,6 +130,43 @@ fn unknown_flags_and_unparseable_bind_addresses_are_refused() {
     assert!(!r.stdout.contains("listening on"), "{}", r.stdout);
 }
 
+#[test]
+fn options_before_a_command_apply_to_it_and_an_unknown_word_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    // The same as `tasks --data-dir DIR`: that dir has no running server.
+    for args in [
+        vec!["--data-dir", data, "tasks"],
+        vec![&format!("--data-dir={data}"), "tasks", "--parked"],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("no Countersign server is running"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(r.stderr.contains(data), "{}", r.stderr);
+    }
+    // An option the command does not take is refused by name.
+    let r = run(&["--bind", "127.0.0.1:0", "tasks", "--data-dir", data]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unexpected argument '--bind'"),
+        "{}",
+        r.stderr
+    );
+    // A word that is no command and no link says so.
+    let r = run(&["--data-dir", data, "taks"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("`taks` is neither a command nor a countersign://task/ID link"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[tokio::test]
 async fn first_stdout_line_announces_the_real_address() {
     let dir = tempfile::tempdir().unwrap();

@@ -419,8 +419,50 @@ struct ServeArgs {
     insecure: bool,
 }
 
+/// `countersign --data-dir DIR tasks` means `countersign tasks --data-dir
+/// DIR`: the options the desktop app takes, given before a subcommand, are
+/// moved after it (where each subcommand takes those it knows). Without
+/// this, clap would read the subcommand's name as the desktop app's LINK.
+fn options_after_command(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let takes_value = |name: &str| {
+        cmd.get_arguments()
+            .find(|a| a.get_long() == Some(name))
+            .map(|a| a.get_action().takes_values())
+    };
+    let mut i = 1;
+    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
+        let Some(long) = arg.strip_prefix("--") else {
+            break;
+        };
+        let (name, inline_value) = match long.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (long, false),
+        };
+        match takes_value(name) {
+            Some(true) if !inline_value => i += 2,
+            Some(_) => i += 1,
+            None => return args,
+        }
+    }
+    let is_command = args
+        .get(i)
+        .and_then(|a| a.to_str())
+        .is_some_and(|name| cmd.get_subcommands().any(|c| c.get_name() == name));
+    if i == 1 || i >= args.len() || !is_command {
+        return args;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    out.push(args[0].clone());
+    out.push(args[i].clone());
+    out.extend(args[1..i].iter().cloned());
+    out.extend(args[i + 1..].iter().cloned());
+    out
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(options_after_command(std::env::args_os().collect()));
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -503,7 +545,9 @@ fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
         None => None,
         Some(l) => match countersign::desktop::task_of_link(&l) {
             Some(id) => Some(id),
-            None => bail!("`{l}` is not a countersign://task/ID link"),
+            None => {
+                bail!("`{l}` is neither a command nor a countersign://task/ID link (see --help)")
+            }
         },
     };
     countersign::desktop::run(opts, open_task)
@@ -512,7 +556,10 @@ fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
 /// Without the desktop shell (a headless build), no subcommand serves.
 #[cfg(not(feature = "desktop"))]
 fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
-    if link.is_some() {
+    if let Some(l) = link {
+        if !l.starts_with("countersign://") {
+            bail!("`{l}` is neither a command nor a countersign://task/ID link (see --help)");
+        }
         bail!("this build has no desktop window to open a link in");
     }
     eprintln!(
