@@ -147,8 +147,13 @@ fn deliver(app: &AppHandle, shell: &Shell, parked: Vec<(String, Parked)>) {
             Some(one.task_id.clone()),
         ),
         many => {
-            let mut agents: Vec<&str> = many.iter().map(|p| p.agent.as_str()).collect();
-            agents.dedup();
+            // Each agent once, in the order their tasks arrived.
+            let mut agents: Vec<&str> = Vec::new();
+            for p in many {
+                if !agents.contains(&p.agent.as_str()) {
+                    agents.push(&p.agent);
+                }
+            }
             (
                 format!("{} tasks are waiting", many.len()),
                 format!("From {}", agents.join(", ")),
