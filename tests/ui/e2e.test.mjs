@@ -463,6 +463,10 @@ describe('the approval UI', () => {
     assert.match(await img.getAttribute('src'), /^blob:/);
     const logs = page.locator('.artifact', { hasText: 'deploy.log' });
     assert.match(await logs.innerText(), /deploy\.log[\s\S]*text\/plain · 47 B/);
+    // A small text file reads in place, as text.
+    await logs.getByTestId('file-text').waitFor();
+    assert.equal(await logs.getByTestId('file-text').textContent(), '2026-01-01 deploy started\n2026-01-01 deploy ok\n');
+    assert.equal(await page.locator('.artifact', { hasText: 'latency chart' }).getByTestId('file-text').count(), 0);
     const download = page.waitForEvent('download');
     await logs.getByRole('button', { name: 'Download' }).click();
     const file = await download;

@@ -38,11 +38,26 @@ export function createPeers(api: Api): PeersStore {
   });
   const { subscribe, update } = store;
 
+  // Reads of the peers can land out of order: a full load started before a
+  // card change may answer after the event's re-read and would put the old
+  // peers back (a "card changed" banner vanished that way). Each read or
+  // change takes a number when it starts; what it read is shown only if no
+  // read started later has been shown already.
+  let started = 0;
+  let shown = 0;
+  const begin = () => ++started;
+  function newest(seq: number): boolean {
+    if (seq < shown) return false;
+    shown = seq;
+    return true;
+  }
+
   async function load(): Promise<void> {
+    const seq = begin();
     update((s) => ({ ...s, loading: true, error: null }));
     try {
       const [{ agents }, { peers }, { items }] = await Promise.all([api.agents(), api.peers(), api.outbox(false)]);
-      update((s) => ({ ...s, agents, peers, outbox: items, loading: false }));
+      update((s) => ({ ...s, agents, peers: newest(seq) ? peers : s.peers, outbox: items, loading: false }));
     } catch (e) {
       update((s) => ({ ...s, loading: false, error: (e as Error).message }));
     }
@@ -56,6 +71,7 @@ export function createPeers(api: Api): PeersStore {
     },
     async add(p) {
       const { peer } = await api.addPeer(p);
+      newest(begin());
       update((s) => ({
         ...s,
         peers: s.peers.filter((x) => x.id !== peer.id).concat(peer),
@@ -65,14 +81,16 @@ export function createPeers(api: Api): PeersStore {
     },
     async remove(id) {
       await api.removePeer(id);
+      newest(begin());
       update((s) => ({ ...s, peers: s.peers.filter((x) => x.id !== id) }));
     },
     async refresh(id) {
+      const seq = begin();
       try {
         const { peer } = await api.refreshPeer(id);
         update((s) => ({
           ...s,
-          peers: s.peers.map((x) => (x.id === id ? peer : x)),
+          peers: newest(seq) ? s.peers.map((x) => (x.id === id ? peer : x)) : s.peers,
           health: { ...s.health, [id]: { ok: true, message: 'card read', atMs: Date.now() } },
         }));
       } catch (e) {
@@ -84,16 +102,23 @@ export function createPeers(api: Api): PeersStore {
     },
     onEvent(ev) {
       if (ev.kind !== 'peer' || typeof ev.peerId !== 'string') return;
+      const seq = begin();
       void api
         .peers()
-        .then(({ peers }) => update((s) => ({ ...s, peers })))
+        .then(({ peers }) => update((s) => ({ ...s, peers: newest(seq) ? peers : s.peers })))
         .catch(() => undefined);
     },
     async trust(id) {
+      const seq = begin();
       try {
         const { peer } = await api.trustPeer(id);
         const { items } = await api.outbox(false);
-        update((s) => ({ ...s, peers: s.peers.map((x) => (x.id === id ? peer : x)), outbox: items, error: null }));
+        update((s) => ({
+          ...s,
+          peers: newest(seq) ? s.peers.map((x) => (x.id === id ? peer : x)) : s.peers,
+          outbox: items,
+          error: null,
+        }));
       } catch (e) {
         update((s) => ({ ...s, error: (e as Error).message }));
       }
