@@ -127,6 +127,28 @@ describe('chains store', () => {
     expect(get(c).hops[0]).toMatchObject({ state: 'delivered', childTaskId: 't2' });
   });
 
+  it('keeps a released hop released when the screen\'s first read answers after it', async () => {
+    const { m, hops } = chainsServer();
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let reads = 0;
+    // The first hops read saw the hop gated, and answers last.
+    m.on('GET', /^\/api\/chains\/hops/, async () => {
+      reads += 1;
+      const seen = hops.map((h) => ({ ...h }));
+      if (reads === 1) await held;
+      return json(200, { hops: seen });
+    });
+    const c = createChains(new Api(m));
+    const loading = c.load();
+    await tick();
+    await c.release('h1');
+    expect(get(c).hops[0].state).toBe('pending');
+    release();
+    await loading;
+    expect(get(c).hops[0].state).toBe('pending');
+  });
+
   it('says so when the server has no chains API', async () => {
     const c = createChains(new Api(new MockTransport()));
     await c.load();

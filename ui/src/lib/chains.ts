@@ -1,6 +1,7 @@
 /** Chain rules and their recent hops. */
 import { get, writable, type Readable } from 'svelte/store';
 import type { Api, ApiEvent, ChainHop, ChainRule, NewChainRule } from './api';
+import { ordered } from './latest';
 
 export interface ChainsState {
   rules: ChainRule[];
@@ -40,20 +41,27 @@ export function createChains(api: Api): ChainsStore {
     update((s) => ({ ...s, loading: false, unavailable: status === 404, error: (e as Error).message }));
   };
 
+  // Hops are read on open, after task events and after each answer; a read
+  // that answers after a later one must not put older hops back (a released
+  // hop would show as gated again).
+  const hopReads = ordered();
+
   async function loadHops(): Promise<void> {
+    const seq = hopReads.begin();
     try {
       const { hops } = await api.hops(50);
-      update((s) => ({ ...s, hops }));
+      if (hopReads.newest(seq)) update((s) => ({ ...s, hops }));
     } catch (e) {
       fail(e);
     }
   }
 
   async function load(): Promise<void> {
+    const seq = hopReads.begin();
     update((s) => ({ ...s, loading: true, error: null, loaded: true }));
     try {
       const [{ rules }, { hops }] = await Promise.all([api.chains(), api.hops(50)]);
-      update((s) => ({ ...s, rules, hops, loading: false, unavailable: false }));
+      update((s) => ({ ...s, rules, hops: hopReads.newest(seq) ? hops : s.hops, loading: false, unavailable: false }));
     } catch (e) {
       fail(e);
     }

@@ -26,3 +26,26 @@ export function latest(run: () => Promise<void>): Latest {
     },
   };
 }
+
+/**
+ * Orders reads that may answer out of order: each takes a number when it
+ * starts (`begin`), and `newest(n)` says whether what it read may be shown,
+ * which is so unless a read started later has been shown already.
+ */
+export interface Ordered {
+  begin(): number;
+  newest(seq: number): boolean;
+}
+
+export function ordered(): Ordered {
+  let started = 0;
+  let shown = 0;
+  return {
+    begin: () => ++started,
+    newest(seq) {
+      if (seq < shown) return false;
+      shown = seq;
+      return true;
+    },
+  };
+}

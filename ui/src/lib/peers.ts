@@ -1,6 +1,7 @@
 /** Served agents and peers (remote agents), with their subscriptions. */
 import { writable, type Readable } from 'svelte/store';
 import type { Agent, Api, ApiEvent, NewPeer, OutboxItem, Peer, PeerSubscription } from './api';
+import { ordered } from './latest';
 
 export interface PeersState {
   agents: Agent[];
@@ -41,16 +42,8 @@ export function createPeers(api: Api): PeersStore {
   // Reads of the peers can land out of order: a full load started before a
   // card change may answer after the event's re-read and would put the old
   // peers back (a "card changed" banner vanished that way). Each read or
-  // change takes a number when it starts; what it read is shown only if no
-  // read started later has been shown already.
-  let started = 0;
-  let shown = 0;
-  const begin = () => ++started;
-  function newest(seq: number): boolean {
-    if (seq < shown) return false;
-    shown = seq;
-    return true;
-  }
+  // change takes a number when it starts (see `ordered`).
+  const { begin, newest } = ordered();
 
   async function load(): Promise<void> {
     const seq = begin();
