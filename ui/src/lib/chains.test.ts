@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { get } from 'svelte/store';
 import { Api, type ChainHop, type ChainRule } from './api';
 import { createChains, editable } from './chains';
-import { MockTransport, json, tick } from '../test/mock';
+import { MockTransport, gate, json, tick } from '../test/mock';
 
 const fromConfig: ChainRule = {
   id: 'notify-ops',
@@ -129,8 +129,7 @@ describe('chains store', () => {
 
   it('keeps a released hop released when the screen\'s first read answers after it', async () => {
     const { m, hops } = chainsServer();
-    let release: () => void = () => {};
-    const held = new Promise<void>((r) => (release = r));
+    const { held, open } = gate();
     let reads = 0;
     // The first hops read saw the hop gated, and answers last.
     m.on('GET', /^\/api\/chains\/hops/, async () => {
@@ -144,7 +143,7 @@ describe('chains store', () => {
     await tick();
     await c.release('h1');
     expect(get(c).hops[0].state).toBe('pending');
-    release();
+    open();
     await loading;
     expect(get(c).hops[0].state).toBe('pending');
   });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { get } from 'svelte/store';
 import { Api } from './api';
 import { createQueue, REFRESH_DEBOUNCE_MS } from './queue';
-import { MockTransport, json, tick, turn } from '../test/mock';
+import { MockTransport, gate, json, tick, turn } from '../test/mock';
 
 function server(items: ReturnType<typeof turn>[]) {
   const state = { items };
@@ -95,8 +95,7 @@ describe('queue store', () => {
     await q.load();
     expect(q.focused()?.taskId).toBe('old2');
     // The search's page is slow; the re-read an event asked for is not.
-    let release = () => {};
-    const held = new Promise<void>((r) => (release = r));
+    const { held, open: release } = gate();
     let holding = true;
     m.on('GET', /^\/api\/queue\?.*q=Triage/, async (_b, path) => {
       if (holding && !path.includes('state=')) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { get } from 'svelte/store';
 import { Api } from './api';
 import { createTask } from './task';
-import { MockTransport, json, tick, turn } from '../test/mock';
+import { MockTransport, gate, json, tick, turn } from '../test/mock';
 
 function detail(id: string, parked = true) {
   return {
@@ -38,8 +38,7 @@ describe('task store', () => {
     // After a decision the next task opens at once; the decided task's
     // events still ask for a re-read of it 100 ms later, while the next
     // task's detail is on its way.
-    let release: () => void = () => {};
-    const slow = new Promise<void>((r) => (release = r));
+    const { held: slow, open: release } = gate();
     const m = new MockTransport()
       .on('GET', '/api/tasks/t1', detail('t1'))
       .on('GET', '/api/tasks/t2', async () => {

@@ -53,3 +53,10 @@ export function turn(taskId: string, openedMs: number, extra: Record<string, unk
 }
 
 export const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
+
+/** A promise held until `open()`: for a reply that must answer late. */
+export function gate(): { held: Promise<void>; open: () => void } {
+  let open: () => void = () => {};
+  const held = new Promise<void>((r) => (open = r));
+  return { held, open };
+}
