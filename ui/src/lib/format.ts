@@ -10,10 +10,18 @@ export function age(fromMs: number, nowMs: number): string {
   return `${Math.floor(h / 24)}d`;
 }
 
-export function time(ms: number | string | null | undefined): string {
+type When = number | string | null | undefined;
+
+/** `ms` as a date, or what to show instead: nothing, or `ms` as it is. */
+function dateOf(ms: When): Date | string {
   if (ms === null || ms === undefined || ms === '') return '';
   const d = new Date(ms);
-  if (Number.isNaN(d.getTime())) return String(ms);
+  return Number.isNaN(d.getTime()) ? String(ms) : d;
+}
+
+export function time(ms: When): string {
+  const d = dateOf(ms);
+  if (typeof d === 'string') return d;
   return d.toLocaleString(undefined, {
     year: 'numeric',
     month: 'short',
@@ -28,10 +36,9 @@ export function time(ms: number | string | null | undefined): string {
  * A compact time for dense tables: the clock time for today, the day and
  * minute for this year, the date before that. [`time`] gives the whole.
  */
-export function shortTime(ms: number | string | null | undefined, nowMs: number = Date.now()): string {
-  if (ms === null || ms === undefined || ms === '') return '';
-  const d = new Date(ms);
-  if (Number.isNaN(d.getTime())) return String(ms);
+export function shortTime(ms: When, nowMs: number = Date.now()): string {
+  const d = dateOf(ms);
+  if (typeof d === 'string') return d;
   const now = new Date(nowMs);
   if (d.toDateString() === now.toDateString()) {
     return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
