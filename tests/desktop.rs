@@ -3,7 +3,8 @@
 //! notification service that records what the app shows. An A2A client
 //! sends a task to the `human` agent; it appears in the window and raises
 //! one notification; the test approves it with the keyboard and the client
-//! sees it completed; the tray count follows; a muted agent raises none; a
+//! sees it completed; the tray count follows; tasks parked together raise
+//! one notification, with a sound when asked; a muted agent raises none; a
 //! second launch hands over to the first and exits.
 //!
 //! Needs the desktop build and its environment: run `tests/desktop/run.sh`
@@ -309,6 +310,9 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     assert_eq!(shown[0]["summary"], "Inbox");
     assert_eq!(shown[0]["body"], "Ship v3 to production?");
     assert_eq!(shown[0]["app"], "Countersign");
+    assert_eq!(shown[0]["actions"], json!(["default", "Open"]));
+    // Silent: the settings ask for no sound.
+    assert_eq!(shown[0]["hints"]["suppress-sound"], true, "{:?}", shown[0]);
     driver.screenshot(&out.join("window-parked.png")).await;
 
     // The tray says one is waiting.
@@ -350,17 +354,50 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     )
     .await;
 
-    // Muted agent: the task still appears, no notification.
+    // With a sound; one task after a quiet spell is shown at once, and the
+    // two that park right after it wait for the grouping window and are
+    // shown as one, which opens no single task.
     let token = std::fs::read_to_string(data.join("ui-token")).unwrap();
-    let put = http
-        .put(format!("{base}/api/settings"))
-        .bearer_auth(token.trim())
-        .json(&json!({"notifications": {"enabled": true, "sound": false,
-                      "onlyWhenHidden": false, "mutedAgents": ["inbox"]}}))
-        .send()
-        .await
-        .unwrap();
-    assert!(put.status().is_success(), "{}", put.text().await.unwrap());
+    let settings = async |notifications: Value| {
+        let put = http
+            .put(format!("{base}/api/settings"))
+            .bearer_auth(token.trim())
+            .json(&json!({ "notifications": notifications }))
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "{}", put.text().await.unwrap());
+    };
+    settings(json!({"enabled": true, "sound": true, "onlyWhenHidden": false})).await;
+    send(&http, &base, "m-desk-3", "Renew the certificate?").await;
+    tokio::join!(
+        send(&http, &base, "m-desk-4", "Merge the hotfix?"),
+        send(&http, &base, "m-desk-5", "Close the incident?"),
+    );
+    let shown = until(
+        "two more notifications",
+        Duration::from_secs(10),
+        async || {
+            let n = notifications(&record);
+            (n.len() >= 3).then_some(n)
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(notifications(&record).len(), 3, "{shown:?}");
+    assert_eq!(shown[1]["summary"], "Inbox");
+    assert_eq!(shown[1]["body"], "Renew the certificate?");
+    assert_eq!(shown[1]["hints"]["sound-name"], "message-new-instant");
+    assert_eq!(shown[2]["summary"], "2 tasks are waiting");
+    assert_eq!(shown[2]["body"], "From Inbox");
+    assert_eq!(shown[2]["actions"], json!([]));
+
+    // Muted agent: the task still appears, no notification.
+    settings(
+        json!({"enabled": true, "sound": false, "onlyWhenHidden": false,
+                    "mutedAgents": ["inbox"]}),
+    )
+    .await;
     let quiet = send(&http, &base, "m-desk-2", "Rotate the keys?").await;
     driver
         .wait_for(
@@ -369,7 +406,7 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
         )
         .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(notifications(&record).len(), 1, "muted: no notification");
+    assert_eq!(notifications(&record).len(), 3, "muted: no notification");
 
     // A second launch, with a link, hands it to the running app and exits:
     // the first window shows that task.

@@ -2,7 +2,8 @@
 
 Owns org.freedesktop.Notifications on the session bus (run it under
 `dbus-run-session`), answers like a real server, and appends each Notify
-call to a JSON Lines file so a test can assert what the app showed (and a
+call (with its simple hints: `sound-name`, `suppress-sound`, …) to a JSON
+Lines file so a test can assert what the app showed (and a
 benchmark can time it: `time_ns` is the wall clock, `time.time_ns()`, when
 the call arrived).
 
@@ -19,6 +20,13 @@ from dbus_next.aio import MessageBus
 from dbus_next.service import ServiceInterface, method
 
 
+def plain(hints) -> dict:
+    """The hints whose values are strings, booleans or numbers (sound,
+    urgency, category), as JSON."""
+    return {k: v.value for k, v in hints.items()
+            if isinstance(v.value, (str, bool, int, float))}
+
+
 class Notifications(ServiceInterface):
     def __init__(self, record: str):
         super().__init__('org.freedesktop.Notifications')
@@ -33,7 +41,8 @@ class Notifications(ServiceInterface):
         self.next_id += 1
         with open(self.record, 'a', encoding='utf-8') as f:
             f.write(json.dumps({'id': nid, 'app': app_name, 'summary': summary,
-                                'body': body, 'actions': list(actions), 'time_ns': at}) + '\n')
+                                'body': body, 'actions': list(actions),
+                                'hints': plain(hints), 'time_ns': at}) + '\n')
         return nid
 
     @method()
@@ -42,7 +51,7 @@ class Notifications(ServiceInterface):
 
     @method()
     def GetCapabilities(self) -> 'as':
-        return ['body', 'actions']
+        return ['body', 'actions', 'sound']
 
     @method()
     def GetServerInformation(self) -> 'ssss':

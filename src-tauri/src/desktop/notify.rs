@@ -1,11 +1,12 @@
 //! OS notifications (notify-rust, the desktop notification service on
 //! D-Bus): one for every newly parked task — title the agent, body the first
 //! line of the request — shown at once, and grouped into one when several
-//! park in quick succession; none while notifications are paused (tray),
-//! turned off or muted for the agent (settings), or for the task the window
-//! shows. Clicking one opens its task
-//! where the notification server supports actions. No notification service
-//! means a logged warning, never a failure.
+//! park in quick succession. What each says, and which are held back (turned
+//! off, muted for the agent, the task the window shows, only while hidden),
+//! is [`Notifications::notice`]; none while paused from the tray. Silent
+//! unless the person asked for a sound. Clicking one opens its task where
+//! the notification server supports actions. No notification service means
+//! a logged warning, never a failure.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,18 +17,11 @@ use tauri::{AppHandle, Manager};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Shell;
-use crate::server::ui_settings::{Notifications, SettingsFile};
+use crate::server::ui_settings::{Notice, Notifications, Parked, SettingsFile, Window};
 
 /// Parkings within this window of a notification are shown together when
 /// it ends; one after a quiet spell is shown at once.
 const GROUP_WINDOW: Duration = Duration::from_millis(400);
-
-/// One parked task to tell the person about.
-struct Parked {
-    task_id: String,
-    agent: String,
-    first_line: String,
-}
 
 /// The notification preferences saved on the settings screen (defaults
 /// when there are none or the file cannot be read).
@@ -84,14 +78,12 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
                 if let Ok(d) = shell.state.engine.task_detail(&task_id).await {
                     let Some(turn) = d.open_turn else { continue };
                     let agent = agent_name(&shell, &d.agent_id).await;
-                    parked.push((
-                        d.agent_id,
-                        Parked {
-                            task_id,
-                            agent,
-                            first_line: turn.preview,
-                        },
-                    ));
+                    parked.push(Parked {
+                        task_id,
+                        agent_id: d.agent_id,
+                        agent,
+                        first_line: turn.preview,
+                    });
                 }
             }
             deliver(&app, &shell, parked);
@@ -115,54 +107,23 @@ async fn agent_name(shell: &Shell, id: &str) -> String {
 }
 
 /// Applies the person's preferences and shows what is left.
-fn deliver(app: &AppHandle, shell: &Shell, parked: Vec<(String, Parked)>) {
+fn deliver(app: &AppHandle, shell: &Shell, parked: Vec<Parked>) {
     if shell.paused.load(Ordering::Relaxed) {
-        return;
-    }
-    let prefs = prefs(shell);
-    if !prefs.enabled {
         return;
     }
     let window = app.get_webview_window("main");
     let focused = window
         .as_ref()
         .is_some_and(|w| w.is_visible().unwrap_or(false) && w.is_focused().unwrap_or(false));
-    if prefs.only_when_hidden && focused {
-        return;
-    }
     let viewing = shell.viewing.lock().ok().and_then(|v| v.clone());
-    let items: Vec<Parked> = parked
-        .into_iter()
-        .filter(|(agent_id, p)| {
-            let looking_at_it = focused && viewing.as_deref() == Some(p.task_id.as_str());
-            !(prefs.muted_agents.contains(agent_id) || looking_at_it)
-        })
-        .map(|(_, p)| p)
-        .collect();
-    let (summary, body, open) = match items.as_slice() {
-        [] => return,
-        [one] => (
-            one.agent.clone(),
-            one.first_line.clone(),
-            Some(one.task_id.clone()),
-        ),
-        many => {
-            // Each agent once, in the order their tasks arrived.
-            let mut agents: Vec<&str> = Vec::new();
-            for p in many {
-                if !agents.contains(&p.agent.as_str()) {
-                    agents.push(&p.agent);
-                }
-            }
-            (
-                format!("{} tasks are waiting", many.len()),
-                format!("From {}", agents.join(", ")),
-                None,
-            )
-        }
+    let window = Window {
+        focused,
+        viewing: viewing.as_deref(),
     };
-    let app = app.clone();
-    std::thread::spawn(move || show(&app, &summary, &body, open));
+    if let Some(notice) = prefs(shell).notice(&parked, window) {
+        let app = app.clone();
+        std::thread::spawn(move || show(&app, notice));
+    }
 }
 
 /// Notifications waiting for a click at most: each holds a thread and a
@@ -175,12 +136,24 @@ const MAX_WAITING: usize = 8;
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Shows one notification (blocking D-Bus calls: its own thread).
-fn show(app: &AppHandle, summary: &str, body: &str, open: Option<String>) {
+fn show(app: &AppHandle, notice: Notice) {
+    let Notice {
+        summary,
+        body,
+        open,
+        sound,
+    } = notice;
     let mut n = notify_rust::Notification::new();
     n.appname("Countersign")
-        .summary(summary)
-        .body(body)
+        .summary(&summary)
+        .body(&body)
         .icon("countersign");
+    if sound {
+        // The freedesktop sound theme's name for a new message.
+        n.sound_name("message-new-instant");
+    } else {
+        n.hint(notify_rust::Hint::SuppressSound(true));
+    }
     let open = open.filter(|_| {
         let waiting = WAITING.fetch_add(1, Ordering::AcqRel);
         if waiting >= MAX_WAITING {

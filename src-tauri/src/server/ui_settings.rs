@@ -62,6 +62,86 @@ impl Default for Notifications {
     }
 }
 
+/// A newly parked task the person may be told about.
+#[derive(Debug, Clone)]
+pub struct Parked {
+    pub task_id: String,
+    /// The agent's (or peer's) id, as muted on the settings screen.
+    pub agent_id: String,
+    /// Its name for people.
+    pub agent: String,
+    /// The first line of the request.
+    pub first_line: String,
+}
+
+/// What one OS notification says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub summary: String,
+    pub body: String,
+    /// The task a click opens: only when the notice is about one task.
+    pub open: Option<String>,
+    /// Play the notification service's "new message" sound.
+    pub sound: bool,
+}
+
+/// Where the window is, for [`Notifications::notice`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window<'a> {
+    /// Visible and focused.
+    pub focused: bool,
+    /// The task the window shows.
+    pub viewing: Option<&'a str>,
+}
+
+impl Notifications {
+    /// The one notification for tasks that parked together, after these
+    /// preferences: none when turned off, when only wanted while the window
+    /// is hidden and it is focused, or when every task is from a muted agent
+    /// or is the one the focused window shows. One task: the agent as title,
+    /// its first line as body, and a click opens it. Several: how many, and
+    /// each agent once, in the order their tasks parked.
+    pub fn notice(&self, parked: &[Parked], window: Window<'_>) -> Option<Notice> {
+        if !self.enabled || (self.only_when_hidden && window.focused) {
+            return None;
+        }
+        let told: Vec<&Parked> = parked
+            .iter()
+            .filter(|p| {
+                let looking_at_it = window.focused && window.viewing == Some(p.task_id.as_str());
+                !(self.muted_agents.contains(&p.agent_id) || looking_at_it)
+            })
+            .collect();
+        let (summary, body, open) = match told.as_slice() {
+            [] => return None,
+            [one] => (
+                one.agent.clone(),
+                one.first_line.clone(),
+                Some(one.task_id.clone()),
+            ),
+            many => {
+                let mut agents: Vec<&str> = Vec::new();
+                for p in many {
+                    if !agents.contains(&p.agent.as_str()) {
+                        agents.push(&p.agent);
+                    }
+                }
+                (
+                    format!("{} tasks are waiting", many.len()),
+                    format!("From {}", agents.join(", ")),
+                    None,
+                )
+            }
+        };
+        Some(Notice {
+            summary,
+            body,
+            open,
+            sound: self.sound,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Theme {
@@ -267,5 +347,98 @@ mod tests {
         assert!(with("localhost", "").is_err());
         assert!(with("", "javascript:alert(1)").is_err());
         assert!(with("", "ftp://x.example").is_err());
+    }
+
+    fn parked(task: &str, agent_id: &str, agent: &str, line: &str) -> Parked {
+        Parked {
+            task_id: task.into(),
+            agent_id: agent_id.into(),
+            agent: agent.into(),
+            first_line: line.into(),
+        }
+    }
+
+    #[test]
+    fn one_parked_task_is_named_and_opens_on_click() {
+        let n = Notifications::default();
+        let one = [parked("t1", "inbox", "Inbox", "Ship v3?")];
+        assert_eq!(
+            n.notice(&one, Window::default()),
+            Some(Notice {
+                summary: "Inbox".into(),
+                body: "Ship v3?".into(),
+                open: Some("t1".into()),
+                sound: false,
+            })
+        );
+        let loud = Notifications {
+            sound: true,
+            ..Notifications::default()
+        };
+        assert!(loud.notice(&one, Window::default()).unwrap().sound);
+    }
+
+    #[test]
+    fn tasks_parked_together_name_each_agent_once_in_order() {
+        let n = Notifications::default();
+        let many = [
+            parked("t1", "ops", "Ops", "a"),
+            parked("t2", "inbox", "Inbox", "b"),
+            parked("t3", "ops", "Ops", "c"),
+        ];
+        let notice = n.notice(&many, Window::default()).unwrap();
+        assert_eq!(notice.summary, "3 tasks are waiting");
+        assert_eq!(notice.body, "From Ops, Inbox");
+        assert_eq!(notice.open, None);
+    }
+
+    #[test]
+    fn muted_agents_viewed_tasks_and_preferences_hold_notices_back() {
+        let many = [
+            parked("t1", "ops", "Ops", "a"),
+            parked("t2", "inbox", "Inbox", "b"),
+        ];
+        let muted = Notifications {
+            muted_agents: vec!["ops".into()],
+            ..Notifications::default()
+        };
+        // What is left after muting is one task: told as one.
+        let left = muted.notice(&many, Window::default()).unwrap();
+        assert_eq!(
+            (left.summary.as_str(), left.open.as_deref()),
+            ("Inbox", Some("t2"))
+        );
+        // The task the focused window shows is not announced; an unfocused
+        // window does not count as seeing it.
+        let seen = Window {
+            focused: true,
+            viewing: Some("t2"),
+        };
+        assert_eq!(muted.notice(&many, seen), None);
+        let behind = Window {
+            focused: false,
+            viewing: Some("t2"),
+        };
+        assert!(muted.notice(&many, behind).is_some());
+        // Turned off; only while hidden with the window focused.
+        let off = Notifications {
+            enabled: false,
+            ..Notifications::default()
+        };
+        assert_eq!(off.notice(&many, Window::default()), None);
+        let hidden_only = Notifications {
+            only_when_hidden: true,
+            ..Notifications::default()
+        };
+        let focused = Window {
+            focused: true,
+            viewing: None,
+        };
+        assert_eq!(hidden_only.notice(&many, focused), None);
+        assert!(hidden_only.notice(&many, Window::default()).is_some());
+        assert_eq!(
+            Notifications::default().notice(&[], Window::default()),
+            None
+        );
     }
 }
