@@ -166,6 +166,37 @@ describe('the approval UI', () => {
     await until(async () => (await page.getByTestId('count-all').innerText()) === `${before + 1}`, 'the sidebar count');
   });
 
+  test('a browser notification tells of a newly parked task, and a click on it opens the task', async () => {
+    // The browser's notifications, allowed and recorded: headless Chromium
+    // shows none.
+    const page = await fresh({
+      beforeLoad: (p) =>
+        p.addInitScript(() => {
+          window.__notes = [];
+          window.Notification = class {
+            static permission = 'granted';
+            onclick = null;
+            constructor(title, opts) {
+              Object.assign(this, { title, ...opts });
+              window.__notes.push(this);
+            }
+          };
+        }),
+    });
+    await page.locator('.vlist, [data-testid=empty-queue]').first().waitFor();
+    const task = await send(server.base, 'inbox', 'Rotate the staging keys?');
+    await until(() => page.evaluate(() => window.__notes.length === 1), 'one notification');
+    const note = await page.evaluate(() => ({ ...window.__notes[0] }));
+    assert.equal(note.title, 'Countersign');
+    assert.equal(note.body, 'inbox waits for your decision');
+    assert.equal(note.tag, task.id);
+    assert.equal(note.silent, true);
+    await page.evaluate(() => window.__notes[0].onclick());
+    await page.locator('.decision-bar').waitFor();
+    assert.ok(page.url().endsWith(`#/task/${encodeURIComponent(task.id)}`), page.url());
+    assert.match(await page.locator('main').innerText(), /Rotate the staging keys\?/);
+  });
+
   test('approve with a comment, by keyboard; the client sees it', async () => {
     const page = await fresh();
     const task = await send(server.base, 'inbox', 'Approve the invoice 1042?');

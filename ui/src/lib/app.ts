@@ -63,7 +63,11 @@ export function createApp(api: Api): App {
   const connected = writable(false);
   const now = writable(Date.now());
   const notice = writable<string | null>(null);
-  const notifier = createNotifier();
+  // A click on a browser notification brings this tab to the task.
+  const notifier = createNotifier(undefined, undefined, (taskId) => {
+    window.focus();
+    location.hash = routeHash({ screen: 'task', taskId });
+  });
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;
   function dispatch(ev: ApiEvent): void {

@@ -4,13 +4,16 @@ import { defaultSettings } from './settings';
 
 function fake(permission = 'granted') {
   const shown: { title: string; opts: unknown }[] = [];
+  const made: { onclick: (() => void) | null }[] = [];
   const ctor = class {
     static permission = permission;
+    onclick: (() => void) | null = null;
     constructor(title: string, opts?: unknown) {
       shown.push({ title, opts });
+      made.push(this);
     }
   };
-  return { ctor, shown };
+  return { ctor, shown, made };
 }
 
 describe('notifier', () => {
@@ -36,6 +39,17 @@ describe('notifier', () => {
     expect(shown).toHaveLength(1);
     n.onEvent({ ...parked, taskId: 't5', agentId: 'ops' }, muted);
     expect(shown).toHaveLength(2);
+  });
+
+  it('opens the task when clicked', () => {
+    const { ctor, made } = fake();
+    const opened: string[] = [];
+    const n = createNotifier(ctor, () => true, (id) => opened.push(id));
+    n.onEvent({ taskId: 't/9', agentId: 'inbox', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' }, defaultSettings());
+    expect(made).toHaveLength(1);
+    expect(opened).toEqual([]);
+    made[0].onclick?.();
+    expect(opened).toEqual(['t/9']);
   });
 
   it('stays quiet without permission', () => {

@@ -1,7 +1,8 @@
 /**
  * Tells the person a task is waiting, as their settings ask: a browser
- * notification (the desktop shell shows OS notifications itself). Only for
- * tasks newly parked while the UI runs, never for what was already there.
+ * notification (the desktop shell shows OS notifications itself) that opens
+ * the task when clicked. Only for tasks newly parked while the UI runs,
+ * never for what was already there.
  */
 import type { ApiEvent, Settings } from './api';
 
@@ -12,13 +13,15 @@ export interface Notifier {
 }
 
 type NotificationCtor = {
-  new (title: string, opts?: { body?: string; tag?: string; silent?: boolean }): unknown;
+  new (title: string, opts?: { body?: string; tag?: string; silent?: boolean }): { onclick: (() => void) | null };
   permission: string;
 };
 
 export function createNotifier(
   ctor: NotificationCtor | undefined = (globalThis as { Notification?: NotificationCtor }).Notification,
   isHidden: () => boolean = () => document.hidden,
+  /** Called with the task of a notification the person clicks. */
+  open: (taskId: string) => void = () => {},
 ): Notifier {
   const told = new Set<string>();
   return {
@@ -31,7 +34,10 @@ export function createNotifier(
       if (told.has(key)) return;
       told.add(key);
       const what = /AUTH/.test(ev.state) ? 'asks you to sign in' : 'waits for your decision';
-      new ctor('Countersign', { body: `${ev.agentId ?? 'An agent'} ${what}`, tag: ev.taskId, silent: !s.notifications.sound });
+      const taskId = ev.taskId;
+      const shown = new ctor('Countersign', { body: `${ev.agentId ?? 'An agent'} ${what}`, tag: taskId, silent: !s.notifications.sound });
+      // A click opens the task, as the desktop app's notifications do.
+      shown.onclick = () => open(taskId);
     },
   };
 }
