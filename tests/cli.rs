@@ -391,6 +391,81 @@ async fn in_flight_send_survives(signal: &'static str) {
     );
 }
 
+/// A second server on a data dir in use refuses to start, naming the
+/// first; it does not touch the first one's running work (its restart
+/// recovery would have failed it), and the dir is free once the first stops.
+#[tokio::test]
+async fn a_second_server_on_the_same_data_dir_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Server::start_in(dir.path(), Some(SLOW), &[]);
+    let c = first.client();
+    let sent = c
+        .rpc_ok(
+            "slow",
+            "SendMessage",
+            json!({"message": message("slow-2", "take your time"),
+                   "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    assert_ne!(state(&sent["task"]), "TASK_STATE_COMPLETED", "{sent}");
+
+    let config = dir.path().join("config.toml");
+    let data = dir.path().to_owned();
+    let second = tokio::task::spawn_blocking(move || {
+        run(&[
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--bind",
+            "127.0.0.1:0",
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(!second.status.success(), "{:?}", second.status);
+    assert!(
+        second.stdout.is_empty(),
+        "it never listened: {}",
+        second.stdout
+    );
+    for part in [
+        "another Countersign server is using the data dir",
+        &format!("process {}", first.pid()),
+        &first.base,
+    ] {
+        assert!(
+            second.stderr.contains(part),
+            "{part:?} in {}",
+            second.stderr
+        );
+    }
+
+    // The first goes on: its running task finishes as scripted.
+    let mut task = json!(null);
+    for _ in 0..300 {
+        task = c.rpc_ok("slow", "GetTask", json!({"id": id})).await;
+        if state(&task) != "TASK_STATE_WORKING" && state(&task) != "TASK_STATE_SUBMITTED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "finished after the delay"
+    );
+
+    assert!(first.terminate().success());
+    let again = Server::start_in(dir.path(), Some(SLOW), &[]);
+    again
+        .client()
+        .rpc_ok("slow", "GetTask", json!({"id": id}))
+        .await;
+}
+
 #[tokio::test]
 async fn sigterm_lets_an_in_flight_blocking_send_finish_and_exits_zero() {
     in_flight_send_survives("TERM").await;

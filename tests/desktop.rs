@@ -5,7 +5,8 @@
 //! one notification; the test approves it with the keyboard and the client
 //! sees it completed; the tray count follows; tasks parked together raise
 //! one notification, with a sound when asked; a muted agent raises none; a
-//! second launch hands over to the first and exits.
+//! second launch hands over to the first and exits. Opened on a data dir a
+//! `countersign serve` uses, the app exits and says why in a notification.
 //!
 //! Needs the desktop build and its environment: run `tests/desktop/run.sh`
 //! (it sets COUNTERSIGN_DESKTOP_TESTS=1). Without it the test says why and
@@ -237,10 +238,97 @@ async fn send(http: &reqwest::Client, base: &str, id: &str, text: &str) -> Strin
     t["task"]["id"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test]
-async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
+/// The stand-in notification service on this session bus, recording to
+/// `record`.
+fn notification_service(record: &Path) -> Kill {
+    let python = std::env::var("DESKTOP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut server = Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/notification_server.py"))
+        .arg(record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    Kill(server)
+}
+
+fn desktop_tests_enabled() -> bool {
     if std::env::var("COUNTERSIGN_DESKTOP_TESTS").as_deref() != Ok("1") {
         eprintln!("skipped: run tests/desktop/run.sh (needs Xvfb, a session bus and tauri-driver)");
+        return false;
+    }
+    true
+}
+
+/// Opened while `countersign serve` uses its data dir, the app does not
+/// start a second server on it: it exits and says why in a notification
+/// (opened from a menu, there is no terminal to read).
+#[tokio::test]
+async fn the_desktop_app_on_a_data_dir_in_use_says_why_it_cannot_start() {
+    if !desktop_tests_enabled() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let record = tmp.path().join("notifications.jsonl");
+    let _service = notification_service(&record);
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    let _serve = Kill(serve);
+
+    let app = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .env("COUNTERSIGN_DATA_DIR", &data)
+        .env("COUNTERSIGN_BIND", "127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || app.wait_with_output()),
+    )
+    .await
+    .expect("the app exits")
+    .unwrap()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(
+        stderr.contains("another Countersign server is using the data dir"),
+        "{stderr}"
+    );
+    let shown = notifications(&record);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["summary"], "Countersign cannot start");
+    let body = shown[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains("another Countersign server is using the data dir"),
+        "{body}"
+    );
+    assert!(body.contains(&url), "{body}");
+}
+
+#[tokio::test]
+async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
+    if !desktop_tests_enabled() {
         return;
     }
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/output");
@@ -255,20 +343,7 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     )
     .unwrap();
 
-    // The stand-in notification service on this session bus.
-    let python = std::env::var("DESKTOP_PYTHON").unwrap_or_else(|_| "python3".into());
-    let mut server = Command::new(python)
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/notification_server.py"))
-        .arg(&record)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
-    let _server = Kill(server);
+    let _server = notification_service(&record);
 
     let env = [
         ("COUNTERSIGN_DATA_DIR", data.display().to_string()),

@@ -368,12 +368,12 @@ pub fn verify(card: &Value, keys: &[PublicKey]) -> Result<String, SignError> {
 
 fn candidate_payloads(card: &Value) -> Result<Vec<Vec<u8>>, SignError> {
     let mut out = vec![card_payload(card)?];
-    if let Ok(parsed) = serde_json::from_value::<super::card::AgentCard>(card.clone()) {
-        if let Ok(v1) = serde_json::to_value(&parsed) {
-            let p = card_payload(&v1)?;
-            if !out.contains(&p) {
-                out.push(p);
-            }
+    if let Ok(parsed) = serde_json::from_value::<super::card::AgentCard>(card.clone())
+        && let Ok(v1) = serde_json::to_value(&parsed)
+    {
+        let p = card_payload(&v1)?;
+        if !out.contains(&p) {
+            out.push(p);
         }
     }
     let mut plain = card.clone();

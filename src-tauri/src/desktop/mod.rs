@@ -120,7 +120,7 @@ pub fn run(opts: ServeOptions, open_task: Option<String>) -> anyhow::Result<()> 
         .invoke_handler(tauri::generate_handler![api, viewing])
         .setup(move |app| {
             // Only the first instance gets here: the server starts now.
-            let (shell, running) = start_server(opts)?;
+            let (shell, running) = start_server(opts).inspect_err(notify::cannot_start)?;
             if let Ok(mut s) = started.lock() {
                 *s = Some(running);
             }

@@ -91,6 +91,20 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
     });
 }
 
+/// Tells the person why the app cannot start, where they will see it: an
+/// app opened from a menu has no terminal for the error.
+pub(super) fn cannot_start(e: &anyhow::Error) {
+    let shown = notify_rust::Notification::new()
+        .appname("Countersign")
+        .summary("Countersign cannot start")
+        .body(&format!("{e:#}"))
+        .icon("countersign")
+        .show();
+    if let Err(n) = shown {
+        tracing::warn!("cannot show why the app cannot start: {n}");
+    }
+}
+
 /// The agent's (or peer's) name for people.
 async fn agent_name(shell: &Shell, id: &str) -> String {
     if let Some(a) = shell.state.engine.agent(id) {

@@ -1,7 +1,9 @@
 //! How the CLI finds the running server: `countersign serve` writes
 //! `instance.json` (its URL, pid and version) into the data dir while it
 //! serves and removes it on a clean shutdown; the CLI reads it, together
-//! with the UI secret, to call the UI API.
+//! with the UI secret, to call the UI API. One server at a time uses a data
+//! dir: it holds an exclusive lock on `countersign.lock` there for its life
+//! (the OS releases it when the process ends, even on `kill -9`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -48,6 +50,59 @@ pub enum InstanceError {
     Malformed(PathBuf, serde_json::Error),
     #[error(transparent)]
     Secret(#[from] SecretError),
+}
+
+/// The lock file's name in the data dir.
+pub const LOCK_FILE: &str = "countersign.lock";
+
+/// The exclusive lock on a data dir, held while this process serves from
+/// it; released when dropped or when the process ends.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: Option<std::fs::File>,
+}
+
+/// Why a data dir could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "another Countersign server is using the data dir {dir}{} — \
+         use that one (the CLI finds it), stop it first, or give this one another --data-dir",
+        holder.as_ref().map(|i| format!(" (process {} at {})", i.pid, i.url)).unwrap_or_default()
+    )]
+    Held {
+        dir: PathBuf,
+        holder: Option<InstanceInfo>,
+    },
+    #[error("cannot lock {0}: {1}")]
+    Io(PathBuf, std::io::Error),
+}
+
+/// Takes the data dir for this process, or says which server has it. A
+/// file system without locks (some network mounts) gets a warning: two
+/// servers on one data dir would then not be stopped.
+pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock, LockError> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| LockError::Io(path.clone(), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(DataDirLock { _file: Some(file) }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(LockError::Held {
+            dir: data_dir.to_path_buf(),
+            holder: std::fs::read(data_dir.join(INSTANCE_FILE))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok()),
+        }),
+        Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+            tracing::warn!("{} cannot be locked here: {e}", path.display());
+            Ok(DataDirLock { _file: None })
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(LockError::Io(path, e)),
+    }
 }
 
 /// `instance.json` of this process: written when serving starts, removed
@@ -185,6 +240,24 @@ mod tests {
         let e = read_instance(dir.path()).unwrap_err();
         assert!(matches!(e, InstanceError::NotRunning(_)), "{e}");
         assert!(e.to_string().contains("countersign serve"), "{e}");
+    }
+
+    #[test]
+    fn one_lock_per_data_dir_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_data_dir(dir.path()).unwrap();
+        let _f = InstanceFile::write(dir.path(), "127.0.0.1:4321".parse().unwrap()).unwrap();
+        let e = lock_data_dir(dir.path()).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, LockError::Held { .. }), "{text}");
+        assert!(text.contains("another Countersign server"), "{text}");
+        assert!(text.contains("http://127.0.0.1:4321"), "{text}");
+        assert!(
+            text.contains(&format!("process {}", std::process::id())),
+            "{text}"
+        );
+        drop(held);
+        lock_data_dir(dir.path()).unwrap();
     }
 
     #[test]

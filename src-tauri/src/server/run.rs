@@ -33,6 +33,8 @@ pub enum StartError {
     #[error("cannot create the data dir {0}: {1}")]
     DataDir(PathBuf, std::io::Error),
     #[error(transparent)]
+    Locked(#[from] super::instance::LockError),
+    #[error(transparent)]
     Store(#[from] store::Error),
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
@@ -63,6 +65,10 @@ pub async fn serve_until(
 ) -> Result<(), StartError> {
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
+    // Before anything reads the store: a second server on the same data
+    // dir would mark the first one's working tasks as interrupted and run
+    // its deliveries a second time. Dropped last, after the store closes.
+    let _lock = super::instance::lock_data_dir(&opts.data_dir)?;
     let db = opts.data_dir.join("countersign.db");
     let ui_secret = UiSecret::load_or_create(&opts.data_dir)?;
     let card_key = super::card::load_key(opts.config.cards.signing_key.as_deref(), &opts.data_dir)?;
