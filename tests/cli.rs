@@ -306,6 +306,37 @@ fn a_missing_config_file_is_a_clear_error() {
 }
 
 #[test]
+fn a_database_file_that_is_not_one_is_named_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("countersign.db");
+    let garbage: Vec<u8> = (0..5000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    std::fs::write(&db, &garbage).unwrap();
+    let r = run(&[
+        "serve",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--bind",
+        "127.0.0.1:0",
+    ]);
+    assert!(!r.status.success());
+    assert!(!r.stdout.contains("listening on"), "{}", r.stdout);
+    let line = r.stderr.lines().last().unwrap_or_default();
+    assert_eq!(
+        line,
+        format!(
+            "countersign: {} is not a Countersign database (not an SQLite file, or its header is \
+             damaged); it was left as it is: move it away, or give another --data-dir",
+            db.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        garbage,
+        "the file is untouched"
+    );
+}
+
+#[test]
 fn binding_beyond_loopback_without_credentials_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

@@ -40,6 +40,11 @@ pub enum Error {
         "the database at {0} was written by a newer Countersign (schema {1}, this build knows {2})"
     )]
     TooNew(PathBuf, i64, i64),
+    #[error(
+        "{0} is not a Countersign database (not an SQLite file, or its header is damaged); \
+         it was left as it is: move it away, or give another --data-dir"
+    )]
+    NotADatabase(PathBuf),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -250,13 +255,22 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
         Durability::Normal => "NORMAL",
         Durability::Full => "FULL",
     };
+    // The first statement reads the file's header: where a file that is
+    // not a database is found.
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {sync};
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 5000;
          PRAGMA temp_store = MEMORY;"
-    ))?;
+    ))
+    .map_err(|source| match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) => Error::NotADatabase(path.to_path_buf()),
+        _ => Error::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
     // Every statement the store runs stays prepared (there are over 100).
     conn.set_prepared_statement_cache_capacity(256);
     // Without the query planner stability guarantee, a statement whose plan
