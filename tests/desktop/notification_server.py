@@ -9,15 +9,18 @@ the call arrived).
 
     python notification_server.py RECORD_FILE
 
-Prints `ready` on stdout once it owns the name.
+Prints `ready` on stdout once it owns the name. A test clicks notifications
+by writing their ids, one per line, to RECORD_FILE.click: each gets the
+`default` action (ActionInvoked), as a click on it would.
 """
 import asyncio
 import json
+import os
 import sys
 import time
 
 from dbus_next.aio import MessageBus
-from dbus_next.service import ServiceInterface, method
+from dbus_next.service import ServiceInterface, method, signal
 
 
 def plain(hints) -> dict:
@@ -49,6 +52,10 @@ class Notifications(ServiceInterface):
     def CloseNotification(self, nid: 'u'):
         return None
 
+    @signal()
+    def ActionInvoked(self, nid, key) -> 'us':
+        return [nid, key]
+
     @method()
     def GetCapabilities(self) -> 'as':
         return ['body', 'actions', 'sound']
@@ -58,12 +65,27 @@ class Notifications(ServiceInterface):
         return ['countersign-test', 'countersign', '1.0', '1.2']
 
 
+async def clicks(service: Notifications, path: str) -> None:
+    """Clicks the notifications whose ids appear in `path`."""
+    while True:
+        await asyncio.sleep(0.05)
+        try:
+            with open(path, encoding='utf-8') as f:
+                ids = [int(line) for line in f.read().split()]
+            os.remove(path)
+        except FileNotFoundError:
+            continue
+        for nid in ids:
+            service.ActionInvoked(nid, 'default')
+
+
 async def main() -> None:
     bus = await MessageBus().connect()
-    bus.export('/org/freedesktop/Notifications', Notifications(sys.argv[1]))
+    service = Notifications(sys.argv[1])
+    bus.export('/org/freedesktop/Notifications', service)
     await bus.request_name('org.freedesktop.Notifications')
     print('ready', flush=True)
-    await asyncio.get_running_loop().create_future()
+    await clicks(service, sys.argv[1] + '.click')
 
 
 if __name__ == '__main__':

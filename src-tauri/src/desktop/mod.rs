@@ -290,16 +290,20 @@ fn show_window(app: &AppHandle) {
 
 /// Shows a task in the window (the UI routes by `#/task/ID`).
 pub(crate) fn open_task_in_window(app: &AppHandle, task: &str) {
+    open_in_window(app, &format!("#/task/{task}"));
+}
+
+/// Shows the window on a screen of the UI (`#/queue`, `#/task/ID`, …).
+pub(crate) fn open_in_window(app: &AppHandle, hash: &str) {
     show_window(app);
     if let Some(w) = app.get_webview_window("main") {
-        let hash = format!("#/task/{task}");
-        // The id was checked to be a plain token; JSON-quote it anyway.
+        // Task ids were checked to be plain tokens; JSON-quote it anyway.
         let script = format!(
             "window.location.hash = {};",
-            serde_json::to_string(&hash).unwrap_or_default()
+            serde_json::to_string(hash).unwrap_or_default()
         );
         if let Err(e) = w.eval(&script) {
-            tracing::warn!("cannot open task {task} in the window: {e}");
+            tracing::warn!("cannot open {hash} in the window: {e}");
         }
     }
 }

@@ -4,8 +4,8 @@
 //! park in quick succession. What each says, and which are held back (turned
 //! off, muted for the agent, the task the window shows, only while hidden),
 //! is [`Notifications::notice`]; none while paused from the tray. Silent
-//! unless the person asked for a sound. Clicking one opens its task where
-//! the notification server supports actions. No notification service means
+//! unless the person asked for a sound. Clicking one opens its task (the
+//! queue, for several) where the notification server supports actions. No notification service means
 //! a logged warning, never a failure.
 
 use std::collections::HashSet;
@@ -17,7 +17,7 @@ use tauri::{AppHandle, Manager};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Shell;
-use crate::server::ui_settings::{Notice, Notifications, Parked, SettingsFile, Window};
+use crate::server::ui_settings::{Notice, Notifications, Opens, Parked, SettingsFile, Window};
 
 /// Parkings within this window of a notification are shown together when
 /// it ends; one after a quiet spell is shown at once.
@@ -154,7 +154,7 @@ fn show(app: &AppHandle, notice: Notice) {
     let Notice {
         summary,
         body,
-        open,
+        opens,
         sound,
     } = notice;
     let mut n = notify_rust::Notification::new();
@@ -168,7 +168,7 @@ fn show(app: &AppHandle, notice: Notice) {
     } else {
         n.hint(notify_rust::Hint::SuppressSound(true));
     }
-    let open = open.filter(|_| {
+    let open = Some(opens).filter(|_| {
         let waiting = WAITING.fetch_add(1, Ordering::AcqRel);
         if waiting >= MAX_WAITING {
             WAITING.fetch_sub(1, Ordering::AcqRel);
@@ -182,10 +182,21 @@ fn show(app: &AppHandle, notice: Notice) {
     match n.show() {
         Ok(handle) => {
             tracing::debug!(%summary, "notified");
-            if let Some(task) = open {
+            if let Some(opens) = open {
                 handle.wait_for_action(|action| {
-                    if action == "default" {
-                        super::open_task_in_window(app, &task);
+                    if action != "default" {
+                        return;
+                    }
+                    let hash = match &opens {
+                        Opens::Task(task) => format!("#/task/{task}"),
+                        Opens::Queue => "#/queue".to_owned(),
+                    };
+                    // Windows are shown and focused from the main thread.
+                    let on_main = app.clone();
+                    let ran =
+                        app.run_on_main_thread(move || super::open_in_window(&on_main, &hash));
+                    if let Err(e) = ran {
+                        tracing::warn!("cannot open the window: {e}");
                     }
                 });
                 WAITING.fetch_sub(1, Ordering::AcqRel);

@@ -74,13 +74,20 @@ pub struct Parked {
     pub first_line: String,
 }
 
+/// Where a click on a notification takes the person.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Opens {
+    Task(String),
+    Queue,
+}
+
 /// What one OS notification says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notice {
     pub summary: String,
     pub body: String,
-    /// The task a click opens: only when the notice is about one task.
-    pub open: Option<String>,
+    /// What a click opens: the task, or the queue for several.
+    pub opens: Opens,
     /// Play the notification service's "new message" sound.
     pub sound: bool,
 }
@@ -100,7 +107,8 @@ impl Notifications {
     /// is hidden and it is focused, or when every task is from a muted agent
     /// or is the one the focused window shows. One task: the agent as title,
     /// its first line as body, and a click opens it. Several: how many, and
-    /// each agent once, in the order their tasks parked.
+    /// each agent once, in the order their tasks parked; a click opens the
+    /// queue.
     pub fn notice(&self, parked: &[Parked], window: Window<'_>) -> Option<Notice> {
         if !self.enabled || (self.only_when_hidden && window.focused) {
             return None;
@@ -112,12 +120,12 @@ impl Notifications {
                 !(self.muted_agents.contains(&p.agent_id) || looking_at_it)
             })
             .collect();
-        let (summary, body, open) = match told.as_slice() {
+        let (summary, body, opens) = match told.as_slice() {
             [] => return None,
             [one] => (
                 one.agent.clone(),
                 one.first_line.clone(),
-                Some(one.task_id.clone()),
+                Opens::Task(one.task_id.clone()),
             ),
             many => {
                 let mut agents: Vec<&str> = Vec::new();
@@ -129,14 +137,14 @@ impl Notifications {
                 (
                     format!("{} tasks are waiting", many.len()),
                     format!("From {}", agents.join(", ")),
-                    None,
+                    Opens::Queue,
                 )
             }
         };
         Some(Notice {
             summary,
             body,
-            open,
+            opens,
             sound: self.sound,
         })
     }
@@ -367,7 +375,7 @@ mod tests {
             Some(Notice {
                 summary: "Inbox".into(),
                 body: "Ship v3?".into(),
-                open: Some("t1".into()),
+                opens: Opens::Task("t1".into()),
                 sound: false,
             })
         );
@@ -389,7 +397,7 @@ mod tests {
         let notice = n.notice(&many, Window::default()).unwrap();
         assert_eq!(notice.summary, "3 tasks are waiting");
         assert_eq!(notice.body, "From Ops, Inbox");
-        assert_eq!(notice.open, None);
+        assert_eq!(notice.opens, Opens::Queue);
     }
 
     #[test]
@@ -405,8 +413,8 @@ mod tests {
         // What is left after muting is one task: told as one.
         let left = muted.notice(&many, Window::default()).unwrap();
         assert_eq!(
-            (left.summary.as_str(), left.open.as_deref()),
-            ("Inbox", Some("t2"))
+            (left.summary.as_str(), left.opens),
+            ("Inbox", Opens::Task("t2".into()))
         );
         // The task the focused window shows is not announced; an unfocused
         // window does not count as seeing it.
