@@ -82,6 +82,13 @@ fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Turn, i64)> {
 
 fn finish_turn((mut t, state): (Turn, i64)) -> Result<Turn> {
     t.tenant = crate::config::tenant_of(&t.agent_id).map(str::to_owned);
+    // Turns stored before previews dropped block markdown show without it
+    // too (a stored preview is one line; new ones come out unchanged).
+    if let Some(plain) = plain_line(&t.preview)
+        && plain.len() != t.preview.len()
+    {
+        t.preview = plain.to_owned();
+    }
     t.state = TaskState::from_number(state)
         .ok_or_else(|| Error::Corrupt(format!("unknown stored state {state}")))?;
     Ok(t)
@@ -712,6 +719,36 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 #[cfg(test)]
 mod tests {
     use super::{fts_query, plain_line};
+
+    #[test]
+    fn a_preview_stored_with_markdown_reads_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = rusqlite::Connection::open(&path).unwrap();
+        crate::store::schema::migrate(&mut c, &path).unwrap();
+        // Turns alone, without their tasks.
+        c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        for (id, stored) in [
+            ("u1", "# Release plan"),
+            ("u2", "> - Rotate the keys?"),
+            ("u3", "Plain already"),
+            ("u4", "(file part)"),
+            ("u5", "```"),
+        ] {
+            c.execute(
+                "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
+                 VALUES (?1, 't', 'inbox', 'served', 6, ?2, 1)",
+                [id, stored],
+            )
+            .unwrap();
+        }
+        let read = |id: &str| super::turn(&c, id).unwrap().unwrap().preview;
+        assert_eq!(read("u1"), "Release plan");
+        assert_eq!(read("u2"), "Rotate the keys?");
+        assert_eq!(read("u3"), "Plain already");
+        assert_eq!(read("u4"), "(file part)");
+        assert_eq!(read("u5"), "```", "nothing better to show");
+    }
 
     #[test]
     fn a_preview_line_drops_block_markdown_and_skips_lines_of_markup_only() {
