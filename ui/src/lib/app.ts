@@ -63,11 +63,17 @@ export function createApp(api: Api): App {
   const connected = writable(false);
   const now = writable(Date.now());
   const notice = writable<string | null>(null);
-  // A click on a browser notification brings this tab to the task.
-  const notifier = createNotifier(undefined, undefined, (taskId) => {
-    window.focus();
-    location.hash = routeHash({ screen: 'task', taskId });
-  });
+  // A browser notification tells what the task asks; a click on it brings
+  // this tab to the task.
+  const notifier = createNotifier(
+    undefined,
+    undefined,
+    (taskId) => {
+      window.focus();
+      location.hash = routeHash({ screen: 'task', taskId });
+    },
+    async (taskId) => (await api.task(taskId)).openTurn?.preview ?? '',
+  );
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;
   function dispatch(ev: ApiEvent): void {

@@ -22,6 +22,8 @@ export function createNotifier(
   isHidden: () => boolean = () => document.hidden,
   /** Called with the task of a notification the person clicks. */
   open: (taskId: string) => void = () => {},
+  /** The first line of what the task asks, for the notification's body. */
+  describe: (taskId: string) => Promise<string> = async () => '',
 ): Notifier {
   const told = new Set<string>();
   return {
@@ -35,9 +37,14 @@ export function createNotifier(
       told.add(key);
       const what = /AUTH/.test(ev.state) ? 'asks you to sign in' : 'waits for your decision';
       const taskId = ev.taskId;
-      const shown = new ctor('Countersign', { body: `${ev.agentId ?? 'An agent'} ${what}`, tag: taskId, silent: !s.notifications.sound });
-      // A click opens the task, as the desktop app's notifications do.
-      shown.onclick = () => open(taskId);
+      const agent = ev.agentId ?? 'An agent';
+      const show = (line: string) => {
+        // As the desktop app's: the agent as title, the request as body.
+        const shown = new ctor(agent, { body: line || `${agent} ${what}`, tag: taskId, silent: !s.notifications.sound });
+        // A click opens the task.
+        shown.onclick = () => open(taskId);
+      };
+      describe(taskId).then(show, () => show(''));
     },
   };
 }
