@@ -56,4 +56,49 @@ describe('peers store', () => {
     await tick(5);
     expect(get(peers).peers[0].cardChange).toBeNull();
   });
+
+  it('keeps a checked card that answers after a load started later, which read the old one', async () => {
+    const { held, open } = gate();
+    const m = new MockTransport()
+      .on('GET', '/api/agents', { agents: [] })
+      .on('GET', /^\/api\/outbox/, { items: [] })
+      .on('GET', '/api/peers', { peers: [{ ...peer(null), name: 'old name' }] })
+      .on('POST', '/api/peers/pinned/refresh', async () => {
+        await held;
+        return json(200, { peer: { ...peer(null), name: 'new name' }, card: {} });
+      });
+    const peers = createPeers(new Api(m));
+    await peers.load();
+    const checking = peers.refresh('pinned');
+    await tick();
+    // The load reads the peers before the check has changed them.
+    await peers.load();
+    open();
+    await checking;
+    expect(get(peers).peers.map((p) => p.name)).toEqual(['new name']);
+    // A load started after the check answered shows what it reads.
+    await peers.load();
+    expect(get(peers).peers.map((p) => p.name)).toEqual(['old name']);
+  });
+
+  it('does not bring back a peer removed while a load was under way, nor drop one added', async () => {
+    const { held, open } = gate();
+    const m = new MockTransport()
+      .on('GET', '/api/agents', { agents: [] })
+      .on('GET', /^\/api\/outbox/, { items: [] })
+      .on('GET', '/api/peers', async () => {
+        await held;
+        return json(200, { peers: [peer(null)] });
+      })
+      .on('DELETE', '/api/peers/pinned', {})
+      .on('POST', '/api/peers', { peer: { id: 'fresh', url: 'http://127.0.0.1:2/', name: null, cardChange: null } });
+    const peers = createPeers(new Api(m));
+    const loading = peers.load();
+    await tick();
+    await peers.remove('pinned');
+    await peers.add({ id: 'fresh', url: 'http://127.0.0.1:2/' } as never);
+    open();
+    await loading;
+    expect(get(peers).peers.map((p) => p.id)).toEqual(['fresh']);
+  });
 });

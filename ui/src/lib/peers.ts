@@ -41,16 +41,37 @@ export function createPeers(api: Api): PeersStore {
 
   // Reads of the peers can land out of order: a full load started before a
   // card change may answer after the event's re-read and would put the old
-  // peers back (a "card changed" banner vanished that way). Each read or
-  // change takes a number when it starts (see `ordered`).
+  // peers back (a "card changed" banner vanished that way). Each read takes
+  // a number when it starts (see `ordered`).
   const { begin, newest } = ordered();
+  // A change made here (add, remove, refresh, trust) is shown when it
+  // answers, and is newer than any read started before that: such a read
+  // keeps the changed peer as shown. Peer id → the number taken on answer.
+  const changed = new Map<string, number>();
+
+  function changedNow(id: string): void {
+    changed.set(id, begin());
+  }
+
+  /** What a read started as `seq` shows, or `null` if a later read was shown. */
+  function fromRead(seq: number, read: Peer[], shown: Peer[]): Peer[] | null {
+    if (!newest(seq)) return null;
+    const after = (id: string) => (changed.get(id) ?? 0) > seq;
+    const out = read.flatMap((p) => {
+      if (!after(p.id)) return [p];
+      const mine = shown.find((x) => x.id === p.id);
+      return mine ? [mine] : [];
+    });
+    const added = shown.filter((x) => after(x.id) && !read.some((p) => p.id === x.id));
+    return out.concat(added);
+  }
 
   async function load(): Promise<void> {
     const seq = begin();
     update((s) => ({ ...s, loading: true, error: null }));
     try {
       const [{ agents }, { peers }, { items }] = await Promise.all([api.agents(), api.peers(), api.outbox(false)]);
-      update((s) => ({ ...s, agents, peers: newest(seq) ? peers : s.peers, outbox: items, loading: false }));
+      update((s) => ({ ...s, agents, peers: fromRead(seq, peers, s.peers) ?? s.peers, outbox: items, loading: false }));
     } catch (e) {
       update((s) => ({ ...s, loading: false, error: (e as Error).message }));
     }
@@ -64,7 +85,7 @@ export function createPeers(api: Api): PeersStore {
     },
     async add(p) {
       const { peer } = await api.addPeer(p);
-      newest(begin());
+      changedNow(peer.id);
       update((s) => ({
         ...s,
         peers: s.peers.filter((x) => x.id !== peer.id).concat(peer),
@@ -74,16 +95,16 @@ export function createPeers(api: Api): PeersStore {
     },
     async remove(id) {
       await api.removePeer(id);
-      newest(begin());
+      changedNow(id);
       update((s) => ({ ...s, peers: s.peers.filter((x) => x.id !== id) }));
     },
     async refresh(id) {
-      const seq = begin();
       try {
         const { peer } = await api.refreshPeer(id);
+        changedNow(id);
         update((s) => ({
           ...s,
-          peers: newest(seq) ? s.peers.map((x) => (x.id === id ? peer : x)) : s.peers,
+          peers: s.peers.map((x) => (x.id === id ? peer : x)),
           health: { ...s.health, [id]: { ok: true, message: 'card read', atMs: Date.now() } },
         }));
       } catch (e) {
@@ -98,17 +119,17 @@ export function createPeers(api: Api): PeersStore {
       const seq = begin();
       void api
         .peers()
-        .then(({ peers }) => update((s) => ({ ...s, peers: newest(seq) ? peers : s.peers })))
+        .then(({ peers }) => update((s) => ({ ...s, peers: fromRead(seq, peers, s.peers) ?? s.peers })))
         .catch(() => undefined);
     },
     async trust(id) {
-      const seq = begin();
       try {
         const { peer } = await api.trustPeer(id);
+        changedNow(id);
         const { items } = await api.outbox(false);
         update((s) => ({
           ...s,
-          peers: newest(seq) ? s.peers.map((x) => (x.id === id ? peer : x)) : s.peers,
+          peers: s.peers.map((x) => (x.id === id ? peer : x)),
           outbox: items,
           error: null,
         }));
