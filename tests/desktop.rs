@@ -248,12 +248,17 @@ fn notification_service(record: &Path) -> Kill {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    assert_eq!(first_line(&mut server), "ready");
+    Kill(server)
+}
+
+/// The first line a child prints on its (piped) stdout, trimmed.
+fn first_line(child: &mut Child) -> String {
     let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
+    BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert_eq!(line.trim(), "ready");
-    Kill(server)
+    line.trim().to_owned()
 }
 
 fn desktop_tests_enabled() -> bool {
@@ -283,12 +288,7 @@ async fn the_desktop_app_on_a_data_dir_in_use_says_why_it_cannot_start() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
+    let url = first_line(&mut serve)
         .strip_prefix("listening on ")
         .unwrap()
         .to_owned();

@@ -5,8 +5,8 @@
 //! off, muted for the agent, the task the window shows, only while hidden),
 //! is [`Notifications::notice`]; none while paused from the tray. Silent
 //! unless the person asked for a sound. Clicking one opens its task (the
-//! queue, for several) where the notification server supports actions. No notification service means
-//! a logged warning, never a failure.
+//! queue, for several) where the notification server supports actions. No
+//! notification service means a logged warning, never a failure.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -125,8 +125,8 @@ fn deliver(app: &AppHandle, shell: &Shell, parked: Vec<Parked>) {
     if shell.paused.load(Ordering::Relaxed) {
         return;
     }
-    let window = app.get_webview_window("main");
-    let focused = window
+    let main = app.get_webview_window("main");
+    let focused = main
         .as_ref()
         .is_some_and(|w| w.is_visible().unwrap_or(false) && w.is_focused().unwrap_or(false));
     let viewing = shell.viewing.lock().ok().and_then(|v| v.clone());
@@ -187,14 +187,12 @@ fn show(app: &AppHandle, notice: Notice) {
                     if action != "default" {
                         return;
                     }
-                    let hash = match &opens {
-                        Opens::Task(task) => format!("#/task/{task}"),
-                        Opens::Queue => "#/queue".to_owned(),
-                    };
                     // Windows are shown and focused from the main thread.
-                    let on_main = app.clone();
-                    let ran =
-                        app.run_on_main_thread(move || super::open_in_window(&on_main, &hash));
+                    let (on_main, opens) = (app.clone(), opens.clone());
+                    let ran = app.run_on_main_thread(move || match opens {
+                        Opens::Task(task) => super::open_task_in_window(&on_main, &task),
+                        Opens::Queue => super::open_in_window(&on_main, "#/queue"),
+                    });
                     if let Err(e) = ran {
                         tracing::warn!("cannot open the window: {e}");
                     }

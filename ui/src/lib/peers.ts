@@ -53,9 +53,9 @@ export function createPeers(api: Api): PeersStore {
     changed.set(id, begin());
   }
 
-  /** What a read started as `seq` shows, or `null` if a later read was shown. */
-  function fromRead(seq: number, read: Peer[], shown: Peer[]): Peer[] | null {
-    if (!newest(seq)) return null;
+  /** What a read started as `seq` shows in place of `shown`. */
+  function fromRead(seq: number, read: Peer[], shown: Peer[]): Peer[] {
+    if (!newest(seq)) return shown;
     const after = (id: string) => (changed.get(id) ?? 0) > seq;
     const out = read.flatMap((p) => {
       if (!after(p.id)) return [p];
@@ -71,7 +71,7 @@ export function createPeers(api: Api): PeersStore {
     update((s) => ({ ...s, loading: true, error: null }));
     try {
       const [{ agents }, { peers }, { items }] = await Promise.all([api.agents(), api.peers(), api.outbox(false)]);
-      update((s) => ({ ...s, agents, peers: fromRead(seq, peers, s.peers) ?? s.peers, outbox: items, loading: false }));
+      update((s) => ({ ...s, agents, peers: fromRead(seq, peers, s.peers), outbox: items, loading: false }));
     } catch (e) {
       update((s) => ({ ...s, loading: false, error: (e as Error).message }));
     }
@@ -119,7 +119,7 @@ export function createPeers(api: Api): PeersStore {
       const seq = begin();
       void api
         .peers()
-        .then(({ peers }) => update((s) => ({ ...s, peers: fromRead(seq, peers, s.peers) ?? s.peers })))
+        .then(({ peers }) => update((s) => ({ ...s, peers: fromRead(seq, peers, s.peers) })))
         .catch(() => undefined);
     },
     async trust(id) {
