@@ -3,7 +3,8 @@
 //! serves and removes it on a clean shutdown; the CLI reads it, together
 //! with the UI secret, to call the UI API. One server at a time uses a data
 //! dir: it holds an exclusive lock on `countersign.lock` there for its life
-//! (the OS releases it when the process ends, even on `kill -9`).
+//! (the OS releases it when the process ends, even on `kill -9`), and the
+//! CLI asks that lock whether the server in `instance.json` still lives.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -89,7 +90,19 @@ pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock, LockError> {
         .write(true)
         .open(&path)
         .map_err(|e| LockError::Io(path.clone(), e))?;
-    match file.try_lock() {
+    // The CLI holds the lock shared for an instant to see whether a server
+    // is alive; a server starting just then waits that instant out.
+    let mut attempts = 0;
+    let taken = loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if attempts < LOCK_ATTEMPTS => {
+                attempts += 1;
+                std::thread::sleep(LOCK_RETRY);
+            }
+            taken => break taken,
+        }
+    };
+    match taken {
         Ok(()) => Ok(DataDirLock { _file: Some(file) }),
         Err(std::fs::TryLockError::WouldBlock) => Err(LockError::Held {
             dir: data_dir.to_path_buf(),
@@ -102,6 +115,25 @@ pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock, LockError> {
             Ok(DataDirLock { _file: None })
         }
         Err(std::fs::TryLockError::Error(e)) => Err(LockError::Io(path, e)),
+    }
+}
+
+const LOCK_ATTEMPTS: u32 = 10;
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether a server holds the data dir, asked of the lock itself: the OS
+/// drops it with its process, so unlike a pid it cannot be stale or
+/// reused. `None` when the lock cannot tell: no lock file (a server from
+/// before the lock) or a file system without locks.
+fn data_dir_in_use(data_dir: &Path) -> Option<bool> {
+    let file = std::fs::File::open(data_dir.join(LOCK_FILE)).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            Some(false)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => Some(true),
+        Err(std::fs::TryLockError::Error(_)) => None,
     }
 }
 
@@ -176,8 +208,9 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
 }
 
 /// The server running with `data_dir`, and the token to call its UI API.
-/// A clear error when none is: no `instance.json`, or (on Linux) its
-/// process is gone.
+/// A clear error when none is: no `instance.json`, or its process is gone
+/// (the data dir's lock is free, or, where the lock cannot tell, on Linux
+/// its pid is).
 pub fn read_instance(data_dir: &Path) -> Result<Instance, InstanceError> {
     let path = data_dir.join(INSTANCE_FILE);
     let bytes = match std::fs::read(&path) {
@@ -189,7 +222,8 @@ pub fn read_instance(data_dir: &Path) -> Result<Instance, InstanceError> {
     };
     let info: InstanceInfo =
         serde_json::from_slice(&bytes).map_err(|e| InstanceError::Malformed(path, e))?;
-    if !process_alive(info.pid) {
+    let alive = data_dir_in_use(data_dir).unwrap_or_else(|| process_alive(info.pid));
+    if !alive {
         return Err(InstanceError::Stale {
             dir: data_dir.to_path_buf(),
             pid: info.pid,
@@ -258,6 +292,38 @@ mod tests {
         );
         drop(held);
         lock_data_dir(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn the_lock_not_the_pid_says_whether_the_server_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        UiSecret::load_or_create(dir.path()).unwrap();
+        let held = lock_data_dir(dir.path()).unwrap();
+        let _f = InstanceFile::write(dir.path(), "127.0.0.1:4321".parse().unwrap()).unwrap();
+        assert_eq!(data_dir_in_use(dir.path()), Some(true));
+        read_instance(dir.path()).unwrap();
+        // The pid in the file (this process) lives on, as a reused pid
+        // would; the free lock says the server is gone.
+        drop(held);
+        assert_eq!(data_dir_in_use(dir.path()), Some(false));
+        let e = read_instance(dir.path()).unwrap_err();
+        assert!(matches!(e, InstanceError::Stale { .. }), "{e}");
+        // Asking did not keep the lock.
+        lock_data_dir(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_server_waits_out_a_momentary_look_at_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(lock_data_dir(dir.path()).unwrap());
+        let look = std::fs::File::open(dir.path().join(LOCK_FILE)).unwrap();
+        look.try_lock_shared().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(60));
+            drop(look);
+        });
+        lock_data_dir(dir.path()).unwrap();
+        release.join().unwrap();
     }
 
     #[test]
