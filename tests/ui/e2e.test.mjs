@@ -166,7 +166,7 @@ describe('the approval UI', () => {
     await until(async () => (await page.getByTestId('count-all').innerText()) === `${before + 1}`, 'the sidebar count');
   });
 
-  test('a browser notification tells what a newly parked task asks, and a click on it opens the task', async () => {
+  test('a browser notification names the agent and tells what a newly parked task asks; a click on it opens the task', async () => {
     // The browser's notifications, allowed and recorded: headless Chromium
     // shows none.
     const page = await fresh({
@@ -187,8 +187,9 @@ describe('the approval UI', () => {
     const task = await send(server.base, 'inbox', 'Rotate the staging keys?');
     await until(() => page.evaluate(() => window.__notes.length === 1), 'one notification');
     const note = await page.evaluate(() => ({ ...window.__notes[0] }));
-    // The agent as title, what the task asks as body (as the desktop app's).
-    assert.equal(note.title, 'inbox');
+    // The agent's name as title, what the task asks as body (as the
+    // desktop app's).
+    assert.equal(note.title, 'Inbox');
     assert.equal(note.body, 'Rotate the staging keys?');
     assert.equal(note.tag, task.id);
     assert.equal(note.silent, true);

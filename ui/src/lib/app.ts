@@ -72,8 +72,18 @@ export function createApp(api: Api): App {
       window.focus();
       location.hash = routeHash({ screen: 'task', taskId });
     },
-    async (taskId) => (await api.task(taskId)).openTurn?.preview ?? '',
+    async (taskId, agentId) => {
+      const [detail, agent] = await Promise.all([api.task(taskId), agentName(agentId).catch(() => '')]);
+      return { agent, line: detail.openTurn?.preview };
+    },
   );
+
+  /** A served agent's or peer's name, as the agents screen shows it. */
+  async function agentName(id: string): Promise<string> {
+    if (!get(peers).agents.length) await peers.load();
+    const { agents, peers: known } = get(peers);
+    return agents.find((a) => a.id === id)?.name || known.find((p) => p.id === id)?.name || '';
+  }
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;
   function dispatch(ev: ApiEvent): void {

@@ -49,19 +49,25 @@ describe('notifier', () => {
     expect(shown).toHaveLength(2);
   });
 
-  it('says what the task asks, and what it waits for when that cannot be read', async () => {
+  it('names the agent and says what the task asks, or what it waits for when that cannot be read', async () => {
     const { ctor, shown } = fake();
-    const n = createNotifier(ctor, () => true, undefined, async (id) => {
+    const asked: string[] = [];
+    const n = createNotifier(ctor, () => true, undefined, async (id, agentId) => {
+      asked.push(`${id}@${agentId}`);
       if (id === 'gone') throw new Error('HTTP 404');
-      return 'Ship v3 to production?';
+      if (id === 'nameless') return { line: 'Which region?' };
+      return { agent: 'Inbox', line: 'Ship v3 to production?' };
     });
     const parked = { taskId: 't1', agentId: 'inbox', seq: 1, kind: 'task', state: 'TASK_STATE_INPUT_REQUIRED' };
     n.onEvent(parked, defaultSettings());
     n.onEvent({ ...parked, taskId: 'gone', state: 'TASK_STATE_AUTH_REQUIRED' }, defaultSettings());
+    n.onEvent({ ...parked, taskId: 'nameless', agentId: 'ops' }, defaultSettings());
     await settle();
+    expect(asked).toEqual(['t1@inbox', 'gone@inbox', 'nameless@ops']);
     expect(shown.map((x) => [x.title, (x.opts as { body: string }).body])).toEqual([
-      ['inbox', 'Ship v3 to production?'],
+      ['Inbox', 'Ship v3 to production?'],
       ['inbox', 'inbox asks you to sign in'],
+      ['ops', 'Which region?'],
     ]);
   });
 

@@ -17,13 +17,20 @@ type NotificationCtor = {
   permission: string;
 };
 
+export interface Description {
+  agent?: string;
+  line?: string;
+}
+
 export function createNotifier(
   ctor: NotificationCtor | undefined = (globalThis as { Notification?: NotificationCtor }).Notification,
   isHidden: () => boolean = () => document.hidden,
   /** Called with the task of a notification the person clicks. */
   open: (taskId: string) => void = () => {},
-  /** The first line of what the task asks, for the notification's body. */
-  describe: (taskId: string) => Promise<string> = async () => '',
+  /** The agent's name for people (title) and the first line of what the
+   * task asks (body); what is empty falls back to the agent's id and what
+   * the task waits for. */
+  describe: (taskId: string, agentId: string) => Promise<Description> = async () => ({}),
 ): Notifier {
   const told = new Set<string>();
   return {
@@ -37,14 +44,15 @@ export function createNotifier(
       told.add(key);
       const what = /AUTH/.test(ev.state) ? 'asks you to sign in' : 'waits for your decision';
       const taskId = ev.taskId;
-      const agent = ev.agentId ?? 'An agent';
-      const show = (line: string) => {
+      const agentId = ev.agentId ?? '';
+      const show = (d: Description) => {
         // As the desktop app's: the agent as title, the request as body.
-        const shown = new ctor(agent, { body: line || `${agent} ${what}`, tag: taskId, silent: !s.notifications.sound });
+        const agent = d.agent || agentId || 'An agent';
+        const shown = new ctor(agent, { body: d.line || `${agent} ${what}`, tag: taskId, silent: !s.notifications.sound });
         // A click opens the task.
         shown.onclick = () => open(taskId);
       };
-      describe(taskId).then(show, () => show(''));
+      describe(taskId, agentId).then(show, () => show({}));
     },
   };
 }
