@@ -622,3 +622,38 @@ async fn a_retried_follow_up_is_answered_but_not_acted_on_twice() {
         .count();
     assert_eq!(copies, 1);
 }
+
+#[tokio::test]
+async fn an_id_reused_for_other_content_is_another_message_not_a_retry() {
+    // Some clients (the A2A TCK among them) give every message of a
+    // conversation one id: each must still reach the task, in order.
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = s.client();
+    let r = c.send_text("tck", "tck-input-required-same", "start").await;
+    let id = r["task"]["id"].clone();
+    for text in ["history 1", "history 2"] {
+        let mut follow = message("tck-input-required-same", text);
+        follow["taskId"] = id.clone();
+        let r = c
+            .rpc_ok("tck", "SendMessage", json!({"message": follow}))
+            .await;
+        assert_eq!(r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    }
+    let mut last = message("tck-complete-task-same", "done");
+    last["taskId"] = id.clone();
+    let done = c
+        .rpc_ok("tck", "SendMessage", json!({"message": last}))
+        .await;
+    assert_eq!(done["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let t = c
+        .rpc_ok("tck", "GetTask", json!({"id": id, "historyLength": 10}))
+        .await;
+    let users: Vec<&str> = t["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "ROLE_USER")
+        .map(|m| m["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["start", "history 1", "history 2", "done"]);
+}

@@ -604,10 +604,14 @@ impl Engine {
                             h.context_id
                         ))));
                     }
-                    // A message this task already has is a retry (the
-                    // caller did not hear our answer): answer with the task
-                    // as it is, and do not act on it twice.
-                    if tasks::has_message(conn, &tid, &msg.message_id)? {
+                    msg.context_id = Some(h.context_id.clone());
+                    // A message this task already has, the same id with the
+                    // same content, is a retry (the caller did not hear our
+                    // answer): answer with the task as it is, and do not act
+                    // on it twice. An id reused for other content is another
+                    // message (some clients, the A2A TCK among them, reuse
+                    // one id for a whole conversation).
+                    if tasks::holds_message(conn, &tid, &msg)? {
                         return Ok(Ok(false));
                     }
                     if h.state.is_terminal() {
@@ -621,7 +625,6 @@ impl Engine {
                             "task `{tid}` already holds {max_history} messages, the most one task may keep"
                         ))));
                     }
-                    msg.context_id = Some(h.context_id.clone());
                     tasks::append_message(conn, &tid, &msg)?;
                     if let Some(mut cfg) = inline_push {
                         cfg.task_id = Some(tid.clone());

@@ -271,6 +271,18 @@ pub fn has_message(conn: &Connection, task_id: &str, message_id: &str) -> Result
         .is_some())
 }
 
+/// Whether a task's history holds this very message: its id with the same
+/// content, as stored by [`append_message`].
+pub fn holds_message(conn: &Connection, task_id: &str, m: &Message) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT 1 FROM messages WHERE task_id = ?1 AND message_id = ?2 AND body = ?3 LIMIT 1",
+        )?
+        .query_row(params![task_id, m.message_id, to_json(m)?], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 /// Appends a message to a task's history.
 pub fn append_message(conn: &Connection, task_id: &str, m: &Message) -> Result<()> {
     let seq: i64 = conn
