@@ -7,23 +7,39 @@ cd "$(dirname "$0")/.."
 # A one-off build gains nothing from incremental state, which doubles the
 # size of target/.
 export CARGO_INCREMENTAL=0
-cargo fmt --all -- --check
-cargo clippy --no-default-features --all-targets -- -D warnings
-cargo test --no-default-features
+# Each stage's wall time, printed at the end (also when a stage fails), so a
+# slow CI run says where its time went.
+timings=()
+stage() {
+    local name="$1" start=$SECONDS
+    shift
+    echo "== $name" >&2
+    "$@"
+    timings+=("$(printf '%5ds  %s' $((SECONDS - start)) "$name")")
+}
+report() {
+    local status=$?
+    echo "== stage times (total ${SECONDS}s, exit $status)" >&2
+    [ ${#timings[@]} -eq 0 ] || printf '%s\n' "${timings[@]}" >&2
+}
+trap report EXIT
+stage fmt cargo fmt --all -- --check
+stage clippy cargo clippy --no-default-features --all-targets -- -D warnings
+stage "cargo test" cargo test --no-default-features
 # Coverage-guided fuzzing of every parser and the markdown renderer, each
 # for FUZZ_SECONDS (30 by default) from the corpora in fuzz/corpus/.
-bash tests/fuzz/run.sh
+stage fuzz bash tests/fuzz/run.sh
 # Interop with the official SDK clients (a2a-sdk 1.x and 0.3.26 from PyPI,
 # @a2a-js/sdk from npm) and a pre-0.3 client, against the real server.
-bash tests/interop/run.sh
+stage interop bash tests/interop/run.sh
 # Watching tasks on real peers built with the official Python SDK (1.3.0 and
 # 0.3.26, their own push senders): push parks, kill -9 keeps it parked, a
 # forged push is refused, a reply reaches the peer exactly once.
-bash tests/peers/watch_flow.sh
+stage peers bash tests/peers/watch_flow.sh
 # The approval UI: Vitest for its stores and api.ts, then Chromium
 # (playwright-core) against a real server; screenshots in tests/ui/output/.
-bash tests/ui/run.sh
+stage ui bash tests/ui/run.sh
 # The desktop app in a real window (Xvfb, a private D-Bus session,
 # tauri-driver + WebKitWebDriver): a task appears, raises one notification,
 # is approved by keyboard; the tray count follows; a second launch hands over.
-REBUILD_UI=0 bash tests/desktop/run.sh
+REBUILD_UI=0 stage desktop bash tests/desktop/run.sh
