@@ -3,6 +3,10 @@
 //! The core (wire model, store, engine, server) builds without Tauri; the
 //! desktop shell is behind the `desktop` feature. See ARCHITECTURE.md.
 
+// No unsafe code here: memory safety is the compiler's to prove, so the fuzz
+// targets run without AddressSanitizer.
+#![forbid(unsafe_code)]
+
 pub mod a2a;
 pub mod archive;
 pub mod cli;

@@ -1,5 +1,7 @@
 //! The `countersign` command line.
 
+#![forbid(unsafe_code)]
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
