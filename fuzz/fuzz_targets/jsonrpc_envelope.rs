@@ -26,6 +26,13 @@ fuzz_target!(|data: &[u8]| {
         Err((id, e)) => {
             assert!(id.is_null() || id.is_string() || id.is_number());
             check_error(&id, &e);
+            // The one known difference: a number beyond f64's range in a
+            // field the fast path skips (as it skips any unknown field). The
+            // general path holds the whole body as JSON values, cannot hold
+            // that number and refuses the body.
+            if served.starts_with("Ok(") && format!("{e:?}").contains("number out of range") {
+                return;
+            }
             assert_eq!(served, format!("{:?}", Err::<(), _>((id, e))));
             return;
         }
