@@ -186,8 +186,7 @@ async fn a_task_created_in_one_dialect_is_read_streamed_and_canceled_in_the_othe
         .unwrap();
     let mut sub = SseStream::new(resp);
     assert_eq!(sub.next().await.unwrap()["result"]["kind"], "task");
-    let mut follow = message("tck-complete-task-5", "finish");
-    follow["taskId"] = id.clone();
+    let follow = follow_up(&id, "tck-complete-task-5", "finish");
     c.rpc_ok("tck", "SendMessage", json!({"message": follow}))
         .await;
     let events = sub.rest().await;
@@ -602,8 +601,7 @@ async fn a_retried_follow_up_is_answered_but_not_acted_on_twice() {
     let c = s.client();
     let r = c.send_text("tck", "tck-input-required-r", "wait").await;
     let id = r["task"]["id"].clone();
-    let mut follow = message("tck-complete-task-r", "finish");
-    follow["taskId"] = id.clone();
+    let follow = follow_up(&id, "tck-complete-task-r", "finish");
     let first = c
         .rpc_ok("tck", "SendMessage", json!({"message": follow.clone()}))
         .await;
@@ -632,15 +630,13 @@ async fn an_id_reused_for_other_content_is_another_message_not_a_retry() {
     let r = c.send_text("tck", "tck-input-required-same", "start").await;
     let id = r["task"]["id"].clone();
     for text in ["history 1", "history 2"] {
-        let mut follow = message("tck-input-required-same", text);
-        follow["taskId"] = id.clone();
+        let follow = follow_up(&id, "tck-input-required-same", text);
         let r = c
             .rpc_ok("tck", "SendMessage", json!({"message": follow}))
             .await;
         assert_eq!(r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     }
-    let mut last = message("tck-complete-task-same", "done");
-    last["taskId"] = id.clone();
+    let last = follow_up(&id, "tck-complete-task-same", "done");
     let done = c
         .rpc_ok("tck", "SendMessage", json!({"message": last}))
         .await;
@@ -656,4 +652,11 @@ async fn an_id_reused_for_other_content_is_another_message_not_a_retry() {
         .map(|m| m["parts"][0]["text"].as_str().unwrap())
         .collect();
     assert_eq!(users, ["start", "history 1", "history 2", "done"]);
+}
+
+/// A 1.0 message continuing the task `task_id`.
+fn follow_up(task_id: &Value, message_id: &str, text: &str) -> Value {
+    let mut m = message(message_id, text);
+    m["taskId"] = task_id.clone();
+    m
 }
