@@ -27,9 +27,13 @@ steps = [{ complete = "Deploying" }]
 "#;
 
 fn gateway_config(upstream: &Server) -> String {
+    gateway_config_for(&upstream.base)
+}
+
+fn gateway_config_for(upstream_base: &str) -> String {
     format!(
         "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"gate\"\nbackend = \"relay\"\nupstream = \"bot\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
-        upstream.base
+        upstream_base
     )
 }
 
@@ -163,9 +167,13 @@ async fn the_person_may_answer_and_then_the_caller_hears_it_is_answered() {
 
 #[tokio::test]
 async fn an_unreachable_upstream_fails_the_task_with_a_reason() {
-    let mut upstream = Server::start(Some(UPSTREAM));
-    let gate = Server::start(Some(&gateway_config(&upstream)));
-    upstream.kill9();
+    // A port held bound but never listened on refuses every connection, and
+    // no other server can take it meanwhile — unlike the port of a killed
+    // server, which a test running alongside may be given next.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let dead = format!("http://{}", held.local_addr().unwrap());
+    let gate = Server::start(Some(&gateway_config_for(&dead)));
     let c = gate.client();
     let r = c.send_text("gate", "m-x", "hello?").await;
     let t = &r["task"];
