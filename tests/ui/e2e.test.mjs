@@ -147,7 +147,10 @@ describe('the approval UI', () => {
     assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED');
     const r = row(page, task.id);
     await r.waitFor();
-    assert.match(await r.innerText(), /input[\s\S]*inbox[\s\S]*May I deploy v2 to production\?/);
+    assert.match(await r.innerText(), /input[\s\S]*Inbox[\s\S]*May I deploy v2 to production\?/);
+    // The agent by its name; its id on hover.
+    assert.equal(await r.locator('.agent').innerText(), 'Inbox');
+    assert.equal(await r.locator('.agent').getAttribute('title'), 'inbox');
     assert.ok(!(await r.innerText()).includes('Changelog'), 'only the first line');
     await until(async () => (await page.getByTestId('count-all').innerText()) === '1', 'the sidebar count');
   });
@@ -203,6 +206,8 @@ describe('the approval UI', () => {
     const page = await fresh();
     const task = await send(server.base, 'inbox', 'Approve the invoice 1042?');
     measured.openTaskMs = await openByKeyboard(page, task.id);
+    // The task names its agent, with the id beside the name.
+    await until(async () => (await page.getByTestId('task-agent').innerText()) === 'agent Inbox inbox', "the agent's name");
     await page.keyboard.press('a');
     await page.locator('#d-comment').fill('Paid from the Q3 budget');
     await page.keyboard.press('Enter');
@@ -278,7 +283,7 @@ describe('the approval UI', () => {
     // of other agents, and select-all selects what is shown.
     await until(async () => {
       const agents = await page.locator('.qrow .agent').allInnerTexts();
-      return agents.length === 3 && agents.every((a) => a === 'ops');
+      return agents.length === 3 && agents.every((a) => a === 'Ops');
     }, "the filter's three rows");
     for (const t of tasks) await row(page, t.id).waitFor();
     await focusList(page);
@@ -620,7 +625,8 @@ describe('the approval UI', () => {
       body: JSON.stringify({ kind: 'approve', text: 'archived by hand' }),
     });
     assert.equal(r.status, 200);
-    await until(async () => /archived by hand/.test(await page.getByTestId('history-row').first().innerText()), 'the new decision, live');
+    // ...under its agent's name.
+    await until(async () => /archived by hand\tInbox\b/.test(await page.getByTestId('history-row').first().innerText()), 'the new decision, live');
   });
 
   test('agents & peers: endpoints with copy buttons, a peer previewed then added with its card, a subscription URL and token', async () => {
@@ -766,7 +772,7 @@ describe('the approval UI', () => {
     const firedBy = (await api(server, '/api/chains/hops?limit=50')).body.hops.find((h) => `hop-${h.id}` === rowId);
     assert.equal(firedBy.parent.agentId, 'ops');
     assert.ok(firedBy.parent.preview.length > 0, JSON.stringify(firedBy));
-    assert.equal(from.replace(/\s+/g, ' ').trim(), `ops ${firedBy.parent.preview}`);
+    assert.equal(from.replace(/\s+/g, ' ').trim(), `Ops ${firedBy.parent.preview}`);
     assert.equal(to.trim(), 'push to https://hooks.example.com/ci');
     const [release, drop] = await Promise.all(
       ['Release', 'Drop'].map((name) => row.getByRole('button', { name }).boundingBox()),

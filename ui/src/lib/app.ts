@@ -6,7 +6,7 @@ import { get, writable, type Readable, type Writable } from 'svelte/store';
 import type { Api, ApiEvent } from './api';
 import { createChains, type ChainsStore } from './chains';
 import { createHistory, type HistoryStore } from './history';
-import { createPeers, type PeersStore } from './peers';
+import { createPeers, knows, nameOf, type PeersStore } from './peers';
 import { createQueue, type QueueStore } from './queue';
 import { createSettings, type SettingsStore } from './settings';
 import { createTask, type TaskStore } from './task';
@@ -80,9 +80,10 @@ export function createApp(api: Api): App {
 
   /** A served agent's or peer's name, as the agents screen shows it. */
   async function agentName(id: string): Promise<string> {
-    if (!get(peers).agents.length) await peers.load();
-    const { agents, peers: known } = get(peers);
-    return agents.find((a) => a.id === id)?.name || known.find((p) => p.id === id)?.name || '';
+    // Read the agents and peers again only for one not yet known (added
+    // since the last read); an id still unknown after that is shown as is.
+    if (!knows(get(peers), id)) await peers.load();
+    return nameOf(get(peers), id);
   }
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { get } from 'svelte/store';
 import { Api } from './api';
-import { createPeers } from './peers';
+import { createPeers, knows, nameOf } from './peers';
 import { MockTransport, gate, json, tick } from '../test/mock';
 
 const peer = (cardChange: unknown) => ({ id: 'pinned', url: 'http://127.0.0.1:1/', name: null, cardChange });
@@ -100,5 +100,34 @@ describe('peers store', () => {
     open();
     await loading;
     expect(get(peers).peers.map((p) => p.id)).toEqual(['fresh']);
+  });
+});
+
+describe('nameOf', () => {
+  const state = {
+    agents: [
+      { id: 'inbox', name: 'Inbox' },
+      { id: 'acme/inbox', name: 'Acme inbox' },
+      { id: 'bare', name: '' },
+    ],
+    peers: [
+      { id: 'inbox', name: 'A peer that shares the id' },
+      { id: 'ci', name: 'CI runner' },
+      { id: 'anon', name: null },
+    ],
+  } as never;
+
+  it('names a served agent, a tenant agent and a peer as people know them', () => {
+    expect(nameOf(state, 'inbox')).toBe('Inbox');
+    expect(nameOf(state, 'acme/inbox')).toBe('Acme inbox');
+    expect(nameOf(state, 'ci')).toBe('CI runner');
+  });
+
+  it('falls back to the id when there is no name, or nothing by that id', () => {
+    expect(nameOf(state, 'bare')).toBe('bare');
+    expect(nameOf(state, 'anon')).toBe('anon');
+    expect(nameOf(state, 'gone')).toBe('gone');
+    expect(knows(state, 'anon')).toBe(true);
+    expect(knows(state, 'gone')).toBe(false);
   });
 });

@@ -27,6 +27,19 @@ export interface PeersStore extends Readable<PeersState> {
   retryDelivery(id: string): Promise<void>;
 }
 
+/**
+ * What people call an agent or peer: its configured name, else its card's
+ * name, else its id (`{tenant}/{id}` for a tenant's agent).
+ */
+export function nameOf(s: Pick<PeersState, 'agents' | 'peers'>, id: string): string {
+  return s.agents.find((a) => a.id === id)?.name || s.peers.find((p) => p.id === id)?.name || id;
+}
+
+/** Whether `id` is a served agent or a peer the state holds. */
+export function knows(s: Pick<PeersState, 'agents' | 'peers'>, id: string): boolean {
+  return s.agents.some((a) => a.id === id) || s.peers.some((p) => p.id === id);
+}
+
 export function createPeers(api: Api): PeersStore {
   const store = writable<PeersState>({
     agents: [],
