@@ -611,7 +611,8 @@ impl Engine {
                     // on it twice. An id reused for other content is another
                     // message (some clients, the A2A TCK among them, reuse
                     // one id for a whole conversation).
-                    if tasks::holds_message(conn, &tid, &msg)? {
+                    let encoded = tasks::EncodedMessage::new(&msg)?;
+                    if tasks::holds_message(conn, &tid, &encoded)? {
                         return Ok(Ok(false));
                     }
                     if h.state.is_terminal() {
@@ -625,7 +626,7 @@ impl Engine {
                             "task `{tid}` already holds {max_history} messages, the most one task may keep"
                         ))));
                     }
-                    tasks::append_message(conn, &tid, &msg)?;
+                    tasks::append_encoded(conn, &tid, &encoded)?;
                     if let Some(mut cfg) = inline_push {
                         cfg.task_id = Some(tid.clone());
                         cfg.id.get_or_insert_with(|| tid.clone());

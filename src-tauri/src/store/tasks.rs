@@ -271,33 +271,58 @@ pub fn has_message(conn: &Connection, task_id: &str, message_id: &str) -> Result
         .is_some())
 }
 
+/// A message with the JSON it is stored as, encoded once for both the retry
+/// check ([`holds_message`]) and the append ([`append_encoded`]).
+pub struct EncodedMessage<'a> {
+    message: &'a Message,
+    body: String,
+}
+
+impl<'a> EncodedMessage<'a> {
+    pub fn new(message: &'a Message) -> Result<Self> {
+        Ok(Self {
+            message,
+            body: to_json(message)?,
+        })
+    }
+}
+
 /// Whether a task's history holds this very message: its id with the same
 /// content, as stored by [`append_message`].
-pub fn holds_message(conn: &Connection, task_id: &str, m: &Message) -> Result<bool> {
+pub fn holds_message(conn: &Connection, task_id: &str, m: &EncodedMessage) -> Result<bool> {
     Ok(conn
         .prepare_cached(
             "SELECT 1 FROM messages WHERE task_id = ?1 AND message_id = ?2 AND body = ?3 LIMIT 1",
         )?
-        .query_row(params![task_id, m.message_id, to_json(m)?], |_| Ok(()))
+        .query_row(params![task_id, m.message.message_id, m.body], |_| Ok(()))
         .optional()?
         .is_some())
 }
 
 /// Appends a message to a task's history.
 pub fn append_message(conn: &Connection, task_id: &str, m: &Message) -> Result<()> {
+    append_encoded(conn, task_id, &EncodedMessage::new(m)?)
+}
+
+/// [`append_message`] for a message already encoded.
+pub fn append_encoded(conn: &Connection, task_id: &str, m: &EncodedMessage) -> Result<()> {
     let seq: i64 = conn
         .prepare_cached(
             "UPDATE tasks SET history_len = history_len + 1 WHERE id = ?1 RETURNING history_len",
         )?
         .query_row([task_id], |r| r.get(0))?;
-    insert_message(conn, task_id, seq, m)
+    insert_encoded(conn, task_id, seq, m)
 }
 
 fn insert_message(conn: &Connection, task_id: &str, seq: i64, m: &Message) -> Result<()> {
+    insert_encoded(conn, task_id, seq, &EncodedMessage::new(m)?)
+}
+
+fn insert_encoded(conn: &Connection, task_id: &str, seq: i64, m: &EncodedMessage) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO messages (task_id, seq, message_id, body) VALUES (?1, ?2, ?3, ?4)",
     )?
-    .execute(params![task_id, seq, m.message_id, to_json(m)?])?;
+    .execute(params![task_id, seq, m.message.message_id, m.body])?;
     Ok(())
 }
 
