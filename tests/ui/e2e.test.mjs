@@ -153,6 +153,7 @@ describe('the approval UI', () => {
     assert.equal(await r.locator('.agent').getAttribute('title'), 'inbox');
     assert.ok(!(await r.innerText()).includes('Changelog'), 'only the first line');
     await until(async () => (await page.getByTestId('count-all').innerText()) === '1', 'the sidebar count');
+    assert.match(await page.getByTestId('count-agent-inbox').innerText(), /^Inbox\s+1$/);
   });
 
   test('a task parked while the event stream is still opening shows up', async () => {
