@@ -16,6 +16,7 @@ pub mod config;
 pub mod desktop;
 pub mod dispatch;
 pub mod engine;
+pub mod link;
 pub mod render;
 pub mod server;
 pub mod store;

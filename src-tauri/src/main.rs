@@ -545,7 +545,7 @@ fn run_desktop(args: ServeArgs, link: Option<String>) -> anyhow::Result<()> {
     let opts = serve_options(args)?;
     let open_task = match link {
         None => None,
-        Some(l) => match countersign::desktop::task_of_link(&l) {
+        Some(l) => match countersign::link::task_of_link(&l) {
             Some(id) => Some(id),
             None => {
                 bail!("`{l}` is neither a command nor a countersign://task/ID link (see --help)")

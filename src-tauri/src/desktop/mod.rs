@@ -25,6 +25,7 @@ use tauri::tray::{TrayIcon, TrayIconBuilder};
 use tauri::{AppHandle, Emitter, Manager, RunEvent, WindowEvent};
 use tower::ServiceExt;
 
+use crate::link::task_of_link;
 use crate::server::run::{ServeOptions, serve_until};
 use crate::server::ui_api::EventNotice;
 use crate::server::{Shared, router};
@@ -268,18 +269,6 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// `countersign://task/ID` → the task id.
-pub fn task_of_link(link: &str) -> Option<String> {
-    let rest = link.strip_prefix("countersign://task/")?;
-    let id = rest.trim_end_matches('/');
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    ok.then(|| id.to_owned())
-}
-
 fn show_window(app: &AppHandle) {
     if let Some(w) = app.get_webview_window("main") {
         let _ = w.unminimize();
@@ -467,30 +456,5 @@ async fn api(
 fn viewing(shell: tauri::State<'_, Arc<Shell>>, task_id: Option<String>) {
     if let Ok(mut v) = shell.viewing.lock() {
         *v = task_id;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::task_of_link;
-
-    #[test]
-    fn task_links_are_parsed_strictly() {
-        assert_eq!(
-            task_of_link("countersign://task/abc-1").as_deref(),
-            Some("abc-1")
-        );
-        assert_eq!(
-            task_of_link("countersign://task/abc/").as_deref(),
-            Some("abc")
-        );
-        for bad in [
-            "countersign://task/",
-            "countersign://other/abc",
-            "countersign://task/a'b",
-            "https://task/abc",
-        ] {
-            assert_eq!(task_of_link(bad), None, "{bad}");
-        }
     }
 }
