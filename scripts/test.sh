@@ -24,7 +24,10 @@ report() {
 }
 trap report EXIT
 stage fmt cargo fmt --all -- --check
-stage clippy cargo clippy --no-default-features --all-targets -- -D warnings
+# Every build from here on lints as it compiles (scripts/lint-env.sh): all
+# targets (tests and benches too) are built once, then the tests run.
+. scripts/lint-env.sh
+stage "clippy + build" cargo test --no-default-features --all-targets --no-run
 stage "cargo test" cargo test --no-default-features
 # Coverage-guided fuzzing of every parser and the markdown renderer, each
 # for FUZZ_SECONDS (30 by default) from the corpora in fuzz/corpus/.
@@ -40,6 +43,6 @@ stage peers bash tests/peers/watch_flow.sh
 # (playwright-core) against a real server; screenshots in tests/ui/output/.
 stage ui bash tests/ui/run.sh
 # The desktop app in a real window (Xvfb, a private D-Bus session,
-# tauri-driver + WebKitWebDriver): a task appears, raises one notification,
+# WebKitWebDriver): a task appears, raises one notification,
 # is approved by keyboard; the tray count follows; a second launch hands over.
 REBUILD_UI=0 stage desktop bash tests/desktop/run.sh

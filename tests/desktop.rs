@@ -1,5 +1,5 @@
-//! The desktop app in a real window, driven over WebDriver (tauri-driver +
-//! WebKitWebDriver) under Xvfb and a private session bus, with a stand-in
+//! The desktop app in a real window, driven over WebDriver (WebKitWebDriver)
+//! under Xvfb and a private session bus, with a stand-in
 //! notification service that records what the app shows. An A2A client
 //! sends a task to the `human` agent; it appears in the window and raises
 //! one notification; the test approves it with the keyboard and the client
@@ -39,7 +39,11 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A WebDriver session on the app, through tauri-driver.
+/// A WebDriver session on the app, through WebKitWebDriver (webkit2gtk-driver),
+/// which starts the app itself. What tauri-driver adds on Linux is a proxy
+/// that renames one capability (`tauri:options` to
+/// `webkitgtk:browserOptions`) and sets `TAURI_WEBVIEW_AUTOMATION`; doing both
+/// here spares building tauri-driver from source on every new machine.
 struct Driver {
     _driver: Kill,
     base: String,
@@ -49,23 +53,21 @@ struct Driver {
 
 impl Driver {
     async fn start(env: &[(&str, String)]) -> Driver {
-        let (port, native) = (free_port(), free_port());
-        let mut cmd =
-            Command::new(std::env::var("TAURI_DRIVER").unwrap_or_else(|_| "tauri-driver".into()));
-        cmd.args([
-            "--port",
-            &port.to_string(),
-            "--native-port",
-            &native.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        let port = free_port();
+        let mut cmd = Command::new(
+            std::env::var("WEBKIT_WEBDRIVER").unwrap_or_else(|_| "WebKitWebDriver".into()),
+        );
+        cmd.args([format!("--port={port}"), "--host=127.0.0.1".to_owned()])
+            // Tauri lets a driver automate its webview only when asked to.
+            .env("TAURI_WEBVIEW_AUTOMATION", "true")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
         }
         let driver = Kill(
             cmd.spawn()
-                .expect("tauri-driver (cargo install tauri-driver)"),
+                .expect("WebKitWebDriver (apt-get install webkit2gtk-driver)"),
         );
         let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::builder()
@@ -74,11 +76,11 @@ impl Driver {
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while http.get(format!("{base}/status")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "tauri-driver did not start");
+            assert!(Instant::now() < deadline, "WebKitWebDriver did not start");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let caps = json!({"capabilities": {"alwaysMatch": {
-            "tauri:options": {"application": env!("CARGO_BIN_EXE_countersign")}
+            "webkitgtk:browserOptions": {"binary": env!("CARGO_BIN_EXE_countersign"), "args": []}
         }}});
         let resp: Value = http
             .post(format!("{base}/session"))
@@ -263,7 +265,9 @@ fn first_line(child: &mut Child) -> String {
 
 fn desktop_tests_enabled() -> bool {
     if std::env::var("COUNTERSIGN_DESKTOP_TESTS").as_deref() != Ok("1") {
-        eprintln!("skipped: run tests/desktop/run.sh (needs Xvfb, a session bus and tauri-driver)");
+        eprintln!(
+            "skipped: run tests/desktop/run.sh (needs Xvfb, a session bus and WebKitWebDriver)"
+        );
         return false;
     }
     true

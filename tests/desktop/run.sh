@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The desktop app end to end, in a real window: builds the UI and the
 # desktop binary, then runs tests/desktop.rs under a private D-Bus session
-# and Xvfb, driven by tauri-driver + WebKitWebDriver, with a stand-in
+# and Xvfb, driven by WebKitWebDriver, with a stand-in
 # notification service (notification_server.py). Installs what it needs:
-# Tauri's system libraries, Xvfb, WebKitWebDriver, tauri-driver, dbus-next.
+# Tauri's system libraries, Xvfb, WebKitWebDriver, dbus-next.
 # Screenshots land in tests/desktop/output/.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,7 +23,6 @@ if [ "${#need[@]}" -gt 0 ]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
-command -v tauri-driver >/dev/null 2>&1 || cargo install tauri-driver --locked --quiet
 if [ ! -x "$here/.venv/bin/python" ]; then
     python3 -m venv "$here/.venv"
 fi
@@ -34,8 +33,11 @@ fi
 if [ ! -f ui/dist/index.html ] || [ "${REBUILD_UI:-1}" = 1 ]; then
     (cd ui && npm ci --no-audit --no-fund --silent && npm run build --silent)
 fi
+# The desktop build lints as it compiles (the app, and tests/desktop.rs when
+# the tests build): the rest of the tests and benches are the same code in
+# the headless build, which test.sh lints.
+. scripts/lint-env.sh
 cargo build --quiet
-cargo clippy --quiet --all-targets -- -D warnings
 
 mkdir -p "$here/output"
 export COUNTERSIGN_DESKTOP_TESTS=1 DESKTOP_PYTHON="$here/.venv/bin/python"
