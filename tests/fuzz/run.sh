@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../../fuzz"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"
 export RUSTC_BOOTSTRAP=1 CARGO_INCREMENTAL=0
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  cargo install cargo-fuzz --locked
+  # A tool, not our code: built without test.sh's lint wrapper.
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install cargo-fuzz --locked
 fi
 # libFuzzer's runtime is C++ (built by libfuzzer-sys with the system compiler).
 if ! command -v c++ >/dev/null 2>&1; then
