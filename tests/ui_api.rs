@@ -83,7 +83,10 @@ async fn queue_lists_filters_searches_and_counts_parked_tasks() {
     let b = park(
         &c,
         "ops",
-        message("m2", "## Restart the API servers?\n\nAll of them."),
+        message(
+            "m2",
+            "## Restart the **API** servers in [`eu-west`](https://status.example.com)?\n\nAll of them.",
+        ),
     )
     .await;
     let q = api.json("/queue").await;
@@ -99,8 +102,8 @@ async fn queue_lists_filters_searches_and_counts_parked_tasks() {
     let q = api.json("/queue?sort=newest&limit=1").await;
     assert_eq!(q["items"][0]["taskId"], b.as_str());
     assert_eq!(
-        q["items"][0]["preview"], "Restart the API servers?",
-        "a markdown heading is previewed as its text"
+        q["items"][0]["preview"], "Restart the API servers in eu-west?",
+        "a markdown heading is previewed as its text, without inline markup"
     );
     assert!(q["nextCursor"].is_string());
     let next = api

@@ -1,6 +1,9 @@
 //! Queries on the approval queue: turns (one per parking of a task) and the
 //! decisions people make on them.
 
+use std::borrow::Cow;
+
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -84,10 +87,10 @@ fn finish_turn((mut t, state): (Turn, i64)) -> Result<Turn> {
     t.tenant = crate::config::tenant_of(&t.agent_id).map(str::to_owned);
     // Turns stored before previews dropped block markdown show without it
     // too (a stored preview is one line; new ones come out unchanged).
-    if let Some(plain) = plain_line(&t.preview)
-        && plain.len() != t.preview.len()
+    if let Some(plain) = preview_line(&t.preview)
+        && plain != t.preview
     {
-        t.preview = plain.to_owned();
+        t.preview = plain.into_owned();
     }
     t.state = TaskState::from_number(state)
         .ok_or_else(|| Error::Corrupt(format!("unknown stored state {state}")))?;
@@ -166,7 +169,7 @@ fn preview_of(m: &Message) -> Option<String> {
         return None;
     }
     let text = m.text();
-    let first = text.lines().find_map(plain_line).unwrap_or("");
+    let first = text.lines().find_map(preview_line).unwrap_or_default();
     let mut preview: String = first.chars().take(200).collect();
     if preview.is_empty() {
         preview = m
@@ -178,8 +181,52 @@ fn preview_of(m: &Message) -> Option<String> {
     Some(preview)
 }
 
-/// A line of text as a preview shows it: without the markdown that only
-/// marks up the block (heading `#`s, quote `>`s, a bullet), trimmed;
+/// A line of text as a preview shows it: [`plain_line`], then without
+/// inline markdown either (`**Ship** [v3](…)?` reads `Ship v3?`).
+fn preview_line(line: &str) -> Option<Cow<'_, str>> {
+    plain_line(line).map(plain_inline)
+}
+
+/// How much of a line [`plain_inline`] reads.
+const PREVIEW_PARSE_BYTES: usize = 4096;
+
+/// The text a line of markdown shows: emphasis, code spans, links and
+/// inline HTML tags reduced to their text, escapes and entities resolved.
+/// A line that is not a plain paragraph (`1. numbered`, an HTML block)
+/// stays as it is.
+fn plain_inline(line: &str) -> Cow<'_, str> {
+    // Most requests hold no markup; they are not parsed.
+    if !line.contains(['*', '_', '`', '[', '<', '&', '\\', '~', '!']) {
+        return Cow::Borrowed(line);
+    }
+    // A preview shows 200 characters: a line of a megabyte is read no
+    // further than its first few kilobytes.
+    let mut end = line.len().min(PREVIEW_PARSE_BYTES);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut events = Parser::new_ext(&line[..end], Options::ENABLE_STRIKETHROUGH);
+    if !matches!(events.next(), Some(Event::Start(Tag::Paragraph))) {
+        return Cow::Borrowed(line);
+    }
+    let mut plain = String::with_capacity(line.len());
+    for event in events {
+        match event {
+            Event::Text(t) | Event::Code(t) => plain.push_str(&t),
+            Event::SoftBreak | Event::HardBreak => plain.push(' '),
+            Event::End(TagEnd::Paragraph) => break,
+            _ => {}
+        }
+    }
+    let plain = plain.trim();
+    if plain.is_empty() || plain == line {
+        Cow::Borrowed(line)
+    } else {
+        Cow::Owned(plain.to_owned())
+    }
+}
+
+/// A line of text without the markdown that only marks up the block (heading `#`s, quote `>`s, a bullet), trimmed;
 /// `None` for a line that holds nothing else (blank, a rule, a code fence:
 /// the preview is then the code's first line).
 fn plain_line(line: &str) -> Option<&str> {
@@ -718,7 +765,7 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 
 #[cfg(test)]
 mod tests {
-    use super::{fts_query, plain_line};
+    use super::{fts_query, plain_line, preview_line};
 
     #[test]
     fn a_preview_stored_with_markdown_reads_without_it() {
@@ -734,6 +781,7 @@ mod tests {
             ("u3", "Plain already"),
             ("u4", "(file part)"),
             ("u5", "```"),
+            ("u6", "Ship **v3**?"),
         ] {
             c.execute(
                 "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
@@ -748,6 +796,7 @@ mod tests {
         assert_eq!(read("u3"), "Plain already");
         assert_eq!(read("u4"), "(file part)");
         assert_eq!(read("u5"), "```", "nothing better to show");
+        assert_eq!(read("u6"), "Ship v3?");
     }
 
     #[test]
@@ -770,6 +819,49 @@ mod tests {
         for markup in ["", "   ", "---", "```sh", "***", "#", "> ", "~~~"] {
             assert_eq!(plain_line(markup), None, "{markup:?}");
         }
+    }
+
+    #[test]
+    fn a_preview_line_reads_as_text_without_inline_markdown() {
+        for (line, shown) in [
+            (
+                "May I send the report to **all customers**?",
+                "May I send the report to all customers?",
+            ),
+            ("## Ship `v3` to _production_?", "Ship v3 to production?"),
+            (
+                "See [the plan](https://example.com/plan) and ![chart](c.png)",
+                "See the plan and chart",
+            ),
+            (
+                "Approve <b>this</b> ~~not that~~?",
+                "Approve this not that?",
+            ),
+            (
+                "Tom &amp; Jerry \\*not emphasis\\*",
+                "Tom & Jerry *not emphasis*",
+            ),
+            ("Open <https://example.com>", "Open https://example.com"),
+            // Unchanged: plain text, text that only looks like markup, and
+            // a line that is not a paragraph.
+            (
+                "Is 2 * 3 = 6? Q&A [draft] snake_case",
+                "Is 2 * 3 = 6? Q&A [draft] snake_case",
+            ),
+            ("1. **numbered** stays", "1. **numbered** stays"),
+            ("<div>an HTML block</div>", "<div>an HTML block</div>"),
+            ("hello 42", "hello 42"),
+        ] {
+            assert_eq!(preview_line(line).as_deref(), Some(shown), "{line:?}");
+        }
+        // A long line is read only as far as a preview can show.
+        let long = format!("**Ship** {}", "é".repeat(100_000));
+        let shown = preview_line(&long).unwrap();
+        assert!(shown.starts_with("Ship éé"), "{}", &shown[..20]);
+        assert!(shown.len() < 4096, "{}", shown.len());
+        // Markup around nothing keeps the line rather than show nothing.
+        assert_eq!(preview_line("<b></b>").as_deref(), Some("<b></b>"));
+        assert_eq!(preview_line("```sh"), None);
     }
 
     #[test]
