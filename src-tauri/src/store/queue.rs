@@ -168,9 +168,7 @@ fn preview_of(m: &Message) -> Option<String> {
     if m.role != Role::User {
         return None;
     }
-    let text = m.text();
-    let first = text.lines().find_map(preview_line).unwrap_or_default();
-    let mut preview: String = first.chars().take(200).collect();
+    let mut preview = text_preview(&m.text());
     if preview.is_empty() {
         preview = m
             .parts
@@ -179,6 +177,13 @@ fn preview_of(m: &Message) -> Option<String> {
             .unwrap_or_default();
     }
     Some(preview)
+}
+
+/// The preview of a message's text: its first line with something to
+/// show, as text (at most 200 characters, no line break); empty if none.
+pub fn text_preview(text: &str) -> String {
+    let first = text.lines().find_map(preview_line).unwrap_or_default();
+    first.chars().take(200).collect()
 }
 
 /// A line of text as a preview shows it: [`plain_line`], then without
@@ -212,7 +217,11 @@ fn plain_inline(line: &str) -> Cow<'_, str> {
     let mut plain = String::with_capacity(line.len());
     for event in events {
         match event {
-            Event::Text(t) | Event::Code(t) => plain.push_str(&t),
+            // A character reference can spell a line break (`&#10;`).
+            Event::Text(t) | Event::Code(t) => plain.extend(
+                t.chars()
+                    .map(|c| if matches!(c, '\n' | '\r') { ' ' } else { c }),
+            ),
             Event::SoftBreak | Event::HardBreak => plain.push(' '),
             Event::End(TagEnd::Paragraph) => break,
             _ => {}
@@ -842,6 +851,7 @@ mod tests {
                 "Tom & Jerry *not emphasis*",
             ),
             ("Open <https://example.com>", "Open https://example.com"),
+            ("one&#10;*line*&#13;only", "one line only"),
             // Unchanged: plain text, text that only looks like markup, and
             // a line that is not a paragraph.
             (
