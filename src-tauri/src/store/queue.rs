@@ -85,8 +85,8 @@ fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Turn, i64)> {
 
 fn finish_turn((mut t, state): (Turn, i64)) -> Result<Turn> {
     t.tenant = crate::config::tenant_of(&t.agent_id).map(str::to_owned);
-    // Turns stored before previews dropped block markdown show without it
-    // too (a stored preview is one line; new ones come out unchanged).
+    // Turns stored before previews dropped markdown show without it too (a
+    // stored preview is one line).
     if let Some(plain) = preview_line(&t.preview)
         && plain != t.preview
     {
@@ -214,7 +214,7 @@ fn plain_inline(line: &str) -> Cow<'_, str> {
     if !matches!(events.next(), Some(Event::Start(Tag::Paragraph))) {
         return Cow::Borrowed(line);
     }
-    let mut plain = String::with_capacity(line.len());
+    let mut plain = String::with_capacity(end);
     for event in events {
         match event {
             // A character reference can spell a line break (`&#10;`).
@@ -235,9 +235,10 @@ fn plain_inline(line: &str) -> Cow<'_, str> {
     }
 }
 
-/// A line of text without the markdown that only marks up the block (heading `#`s, quote `>`s, a bullet), trimmed;
-/// `None` for a line that holds nothing else (blank, a rule, a code fence:
-/// the preview is then the code's first line).
+/// A line of text without the markdown that only marks up the block
+/// (heading `#`s, quote `>`s, a bullet), trimmed; `None` for a line that
+/// holds nothing else (blank, a rule, a code fence: the preview is then the
+/// code's first line).
 fn plain_line(line: &str) -> Option<&str> {
     let mut l = line.trim();
     loop {
