@@ -70,6 +70,22 @@ async fn park(c: &Client, agent: &str, message: Value) -> String {
     r["task"]["id"].as_str().unwrap().to_owned()
 }
 
+/// A request that escapes its markdown shows the characters it escaped,
+/// read once: the preview is stored as shown, not cleaned again on read.
+#[tokio::test]
+async fn escaped_markdown_previews_as_the_characters_it_escapes() {
+    let s = Server::start(Some(CONFIG));
+    let (c, api) = (s.client(), Api::new(&s));
+    park(
+        &c,
+        "inbox",
+        message("m1", r"Deploy \*all\* regions &lt;b&gt; now?"),
+    )
+    .await;
+    let q = api.json("/queue").await;
+    assert_eq!(q["items"][0]["preview"], "Deploy *all* regions <b> now?");
+}
+
 #[tokio::test]
 async fn queue_lists_filters_searches_and_counts_parked_tasks() {
     let s = Server::start(Some(CONFIG));

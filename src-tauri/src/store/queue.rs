@@ -85,13 +85,6 @@ fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Turn, i64)> {
 
 fn finish_turn((mut t, state): (Turn, i64)) -> Result<Turn> {
     t.tenant = crate::config::tenant_of(&t.agent_id).map(str::to_owned);
-    // Turns stored before previews dropped markdown show without it too (a
-    // stored preview is one line).
-    if let Some(plain) = preview_line(&t.preview)
-        && plain != t.preview
-    {
-        t.preview = plain.into_owned();
-    }
     t.state = TaskState::from_number(state)
         .ok_or_else(|| Error::Corrupt(format!("unknown stored state {state}")))?;
     Ok(t)
@@ -184,6 +177,14 @@ fn preview_of(m: &Message) -> Option<String> {
 pub fn text_preview(text: &str) -> String {
     let first = text.lines().find_map(preview_line).unwrap_or_default();
     first.chars().take(200).collect()
+}
+
+/// A preview stored before previews dropped markdown, as
+/// [`text_preview`] writes it now; `None` if it reads the same (a stored
+/// preview is one line).
+pub(super) fn plain_stored_preview(stored: &str) -> Option<String> {
+    let plain = preview_line(stored)?;
+    (plain != stored).then(|| plain.chars().take(200).collect())
 }
 
 /// A line of text as a preview shows it: [`plain_line`], then without
@@ -776,38 +777,6 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 #[cfg(test)]
 mod tests {
     use super::{fts_query, plain_line, preview_line};
-
-    #[test]
-    fn a_preview_stored_with_markdown_reads_without_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut c = rusqlite::Connection::open(&path).unwrap();
-        crate::store::schema::migrate(&mut c, &path).unwrap();
-        // Turns alone, without their tasks.
-        c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-        for (id, stored) in [
-            ("u1", "# Release plan"),
-            ("u2", "> - Rotate the keys?"),
-            ("u3", "Plain already"),
-            ("u4", "(file part)"),
-            ("u5", "```"),
-            ("u6", "Ship **v3**?"),
-        ] {
-            c.execute(
-                "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
-                 VALUES (?1, 't', 'inbox', 'served', 6, ?2, 1)",
-                [id, stored],
-            )
-            .unwrap();
-        }
-        let read = |id: &str| super::turn(&c, id).unwrap().unwrap().preview;
-        assert_eq!(read("u1"), "Release plan");
-        assert_eq!(read("u2"), "Rotate the keys?");
-        assert_eq!(read("u3"), "Plain already");
-        assert_eq!(read("u4"), "(file part)");
-        assert_eq!(read("u5"), "```", "nothing better to show");
-        assert_eq!(read("u6"), "Ship v3?");
-    }
 
     #[test]
     fn a_preview_line_drops_block_markdown_and_skips_lines_of_markup_only() {

@@ -7,11 +7,29 @@ use rusqlite::Connection;
 
 use super::{Error, Result};
 
+/// One migration: SQL, or code for what SQL cannot say. Either runs in the
+/// migration's transaction.
+enum Step {
+    Sql(&'static str),
+    Code(fn(&Connection) -> Result<()>),
+}
+
+use Step::{Code, Sql};
+
+impl Step {
+    fn run(&self, conn: &Connection) -> Result<()> {
+        match self {
+            Sql(sql) => Ok(conn.execute_batch(sql)?),
+            Code(step) => step(conn),
+        }
+    }
+}
+
 /// The migrations, oldest first. Never edit one that has shipped: add another.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Step] = &[
     // 1: tasks, their history, artifacts, push configs, and the event log that
     // lets streams and (later) push delivery replay what happened.
-    "CREATE TABLE tasks (
+    Sql("CREATE TABLE tasks (
         id          TEXT PRIMARY KEY,
         agent_id    TEXT NOT NULL,
         owner       TEXT NOT NULL,
@@ -56,15 +74,15 @@ const MIGRATIONS: &[&str] = &[
         body        TEXT NOT NULL,
         created_ms  INTEGER NOT NULL,
         PRIMARY KEY (task_id, seq)
-    ) WITHOUT ROWID;",
+    ) WITHOUT ROWID;"),
     // 2: the dialect a task was created in (`v1`, `v0.3`, `legacy`), so that
     // methods both old dialects share (`tasks/get`) answer in the right shape.
-    "ALTER TABLE tasks ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';",
+    Sql("ALTER TABLE tasks ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';"),
     // 3: the approval queue. Each time a task is parked (enters
     // input-required or auth-required) a turn opens; a person decides a turn
     // at most once (UNIQUE turn_id). `turn_search` indexes the text people
     // search for (the request's first line, later the decision).
-    "CREATE TABLE turns (
+    Sql("CREATE TABLE turns (
         id          TEXT PRIMARY KEY,
         task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
         agent_id    TEXT NOT NULL,
@@ -95,11 +113,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX decisions_by_agent ON decisions(agent_id, created_ms);
     CREATE INDEX decisions_pending ON decisions(created_ms) WHERE delivery = 'pending';
     CREATE VIRTUAL TABLE turn_search USING fts5(turn_id UNINDEXED, text);
-    CREATE INDEX tasks_by_time ON tasks(updated_ms);",
+    CREATE INDEX tasks_by_time ON tasks(updated_ms);"),
     // 4: peers (remote agents we talk to as a client), webhook subscriptions,
     // the link from a watched task to its task on the peer, and the outbox of
     // calls owed to peers (decisions to deliver).
-    "CREATE TABLE peers (
+    Sql("CREATE TABLE peers (
         id          TEXT PRIMARY KEY,
         url         TEXT NOT NULL,
         name        TEXT,
@@ -135,13 +153,13 @@ const MIGRATIONS: &[&str] = &[
         created_ms  INTEGER NOT NULL,
         done_ms     INTEGER
     );
-    CREATE INDEX outbox_due ON outbox(next_ms) WHERE status = 'pending';",
+    CREATE INDEX outbox_due ON outbox(next_ms) WHERE status = 'pending';"),
     // 5: push notifications to callers and chain rules. A push config
     // remembers the dialect it was set in (its notifications' shape); outbox
     // items that must arrive in order share an `order_key` (one task and
     // config) and go out in rowid order; chain rules and their hops (one per
     // rule, task and state), with the link from a hop to the task it started.
-    "ALTER TABLE push_configs ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';
+    Sql("ALTER TABLE push_configs ADD COLUMN dialect TEXT NOT NULL DEFAULT 'v1';
     ALTER TABLE outbox ADD COLUMN order_key TEXT;
     CREATE INDEX outbox_order ON outbox(order_key) WHERE status = 'pending' AND order_key IS NOT NULL;
     CREATE INDEX outbox_by_time ON outbox(created_ms);
@@ -171,28 +189,28 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX chain_hops_by_parent ON chain_hops(parent_task_id);
     CREATE INDEX chain_hops_by_child ON chain_hops(child_task_id) WHERE child_task_id IS NOT NULL;
-    CREATE INDEX chain_hops_by_time ON chain_hops(created_ms);",
+    CREATE INDEX chain_hops_by_time ON chain_hops(created_ms);"),
     // 6: retention finds what the outbox still owes on a task, and deletes
     // what it delivered, by the id the item is about.
-    "CREATE INDEX outbox_by_ref ON outbox(ref_id);",
+    Sql("CREATE INDEX outbox_by_ref ON outbox(ref_id);"),
     // 7: a peer's pinned card fingerprint (identity, skills, auth schemes,
     // signing key) and, while a fetched card differs from it and nobody has
     // accepted the change, what changed (the peer's work is held meanwhile).
-    "ALTER TABLE peers ADD COLUMN pin TEXT;
-    ALTER TABLE peers ADD COLUMN pin_change TEXT;",
+    Sql("ALTER TABLE peers ADD COLUMN pin TEXT;
+    ALTER TABLE peers ADD COLUMN pin_change TEXT;"),
     // 8: a turn's search entry shares the turn's rowid, so a decision finds
     // its entry by rowid (`turn_id` is unindexed: it scanned the index).
-    "CREATE TEMP TABLE search_copy AS SELECT turn_id, text FROM turn_search;
+    Sql("CREATE TEMP TABLE search_copy AS SELECT turn_id, text FROM turn_search;
     DELETE FROM turn_search;
     INSERT INTO turn_search (rowid, turn_id, text)
         SELECT t.rowid, c.turn_id, c.text FROM temp.search_copy c JOIN turns t ON t.id = c.turn_id;
-    DROP TABLE temp.search_copy;",
+    DROP TABLE temp.search_copy;"),
     // 9: no query reads parked tasks by time (the queue reads open turns),
     // yet every task that parks or unparks rewrote this index.
-    "DROP INDEX tasks_parked;",
+    Sql("DROP INDEX tasks_parked;"),
     // Events are counted (tasks.last_seq), not stored: nothing read this
     // log, and it was a third of what a new task wrote.
-    "DROP TABLE events;",
+    Sql("DROP TABLE events;"),
     // 11: retention reads tasks by time only among those it may archive
     // (finished, not parked), so only those are indexed by time: a task
     // that parks or works writes no entry until it finishes. Finished is
@@ -201,13 +219,39 @@ const MIGRATIONS: &[&str] = &[
     // a row it must test, which made a new task's insert cost more than
     // the index entry it saved. The index of open linked tasks had the
     // same list, tested on every watched task's write.
-    "DROP INDEX tasks_by_time;
+    Sql("DROP INDEX tasks_by_time;
     CREATE INDEX tasks_by_time ON tasks(updated_ms)
         WHERE state BETWEEN 3 AND 7 AND state <> 6 AND parked = 0;
     DROP INDEX tasks_linked_open;
     CREATE INDEX tasks_linked_open ON tasks(updated_ms)
-        WHERE peer_id IS NOT NULL AND (state < 3 OR state = 6 OR state > 7);",
+        WHERE peer_id IS NOT NULL AND (state < 3 OR state = 6 OR state > 7);"),
+    // 12: previews stored before they dropped markdown are stored without it
+    // (they were cleaned on every read instead, and a second cleaning can
+    // change text: `a \*b\* c` is stored as `a *b* c`).
+    Code(plain_previews),
 ];
+
+/// Migration 12: each stored preview as [`super::queue::text_preview`]
+/// would write it from its line.
+fn plain_previews(conn: &Connection) -> Result<()> {
+    let changed = {
+        let mut read = conn.prepare("SELECT rowid, preview FROM turns")?;
+        let rows = read.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+        let mut changed = Vec::new();
+        for row in rows {
+            let (rowid, stored) = row?;
+            if let Some(plain) = super::queue::plain_stored_preview(&stored) {
+                changed.push((rowid, plain));
+            }
+        }
+        changed
+    };
+    let mut write = conn.prepare("UPDATE turns SET preview = ?2 WHERE rowid = ?1")?;
+    for (rowid, plain) in changed {
+        write.execute(rusqlite::params![rowid, plain])?;
+    }
+    Ok(())
+}
 
 /// Brings the database up to the newest schema.
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
@@ -216,9 +260,9 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     if current > known {
         return Err(Error::TooNew(path.to_path_buf(), current, known));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
+        step.run(&tx)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
         tx.commit()?;
     }
@@ -235,8 +279,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let c = Connection::open(&path).unwrap();
-        for sql in &MIGRATIONS[..version] {
-            c.execute_batch(sql).unwrap();
+        for step in &MIGRATIONS[..version] {
+            step.run(&c).unwrap();
         }
         c.pragma_update(None, "user_version", version as i64)
             .unwrap();
@@ -311,6 +355,38 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seq, 2, "the task keeps counting its events");
+    }
+
+    /// Migration 12 stores each preview without the markdown it was
+    /// stored with, and leaves the rest as they were.
+    #[test]
+    fn stored_previews_lose_their_markdown() {
+        let (_dir, path, mut c) = at_version(11);
+        // Turns alone, without their tasks.
+        c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        let long = format!("**{}**", "x".repeat(300));
+        let cases = [
+            ("u1", "# Release plan", "Release plan".to_owned()),
+            ("u2", "> - Rotate the keys?", "Rotate the keys?".to_owned()),
+            ("u3", "Plain already", "Plain already".to_owned()),
+            ("u4", "(file part)", "(file part)".to_owned()),
+            ("u5", "```", "```".to_owned()),
+            ("u6", "Ship **v3**?", "Ship v3?".to_owned()),
+            ("u7", &long, "x".repeat(200)),
+        ];
+        for (id, stored, _) in &cases {
+            c.execute(
+                "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
+                 VALUES (?1, 't', 'inbox', 'served', 6, ?2, 1)",
+                [id, stored],
+            )
+            .unwrap();
+        }
+        migrate(&mut c, &path).unwrap();
+        for (id, stored, plain) in &cases {
+            let read = super::super::queue::turn(&c, id).unwrap().unwrap().preview;
+            assert_eq!(&read, plain, "{stored:?}");
+        }
     }
 
     /// The plan SQLite picks for `sql` (bound to dummy values), one step a
