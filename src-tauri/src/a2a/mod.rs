@@ -24,3 +24,15 @@ pub fn media_type_essence(media_type: &str) -> String {
         .trim()
         .to_ascii_lowercase()
 }
+
+/// `value` as JSON text, written into a buffer of `capacity` bytes to start
+/// with: sized for what is written, it spares the growth from serde_json's
+/// 128 bytes (an answered task is about a kilobyte).
+pub fn to_json_sized<T: serde::Serialize + ?Sized>(
+    value: &T,
+    capacity: usize,
+) -> serde_json::Result<String> {
+    let mut text = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut text, value)?;
+    String::from_utf8(text).map_err(<serde_json::Error as serde::ser::Error>::custom)
+}

@@ -8,7 +8,6 @@ use futures::stream::BoxStream;
 use serde_json::Value;
 
 use super::{AppState, sse};
-use crate::a2a::Error;
 use crate::a2a::card::AgentCard;
 use crate::a2a::types::{
     GetTaskRequest, ListPushConfigsRequest, ListPushConfigsResponse, ListTasksRequest,
@@ -16,6 +15,7 @@ use crate::a2a::types::{
     Task, TaskIdRequest, TaskPushNotificationConfig,
 };
 use crate::a2a::v0_3::{self, Dialect};
+use crate::a2a::{Error, to_json_sized};
 use crate::engine::Agent;
 
 /// One A2A operation with its parameters.
@@ -93,23 +93,19 @@ impl Outcome {
         if matches!(self, Outcome::Stream(_)) {
             return Err(Error::Internal("a stream has no single result".into()));
         }
-        // A task answered is about a kilobyte: room for it up front spares
-        // the buffer's growth from serde_json's 128 bytes.
-        let mut text = Vec::with_capacity(1024);
+        // A task answered is about a kilobyte.
         match id {
-            Some(id) => serde_json::to_writer(
-                &mut text,
+            Some(id) => to_json_sized(
                 &RpcResult {
                     jsonrpc: "2.0",
                     id,
                     result: V1(self),
                 },
+                1024,
             ),
-            None => serde_json::to_writer(&mut text, &V1(self)),
+            None => to_json_sized(&V1(self), 1024),
         }
-        .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))?;
-        String::from_utf8(text)
-            .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
+        .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
     }
 
     /// The result in an older dialect's JSON-RPC shapes. Tasks created by a

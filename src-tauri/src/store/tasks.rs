@@ -38,12 +38,8 @@ pub struct NewTask {
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
-    // Stored statuses and messages are a few hundred bytes: room for them
-    // up front spares the buffer's growth from serde_json's 128 bytes.
-    let mut text = Vec::with_capacity(384);
-    serde_json::to_writer(&mut text, v)
-        .map_err(|e| Error::Corrupt(format!("cannot encode: {e}")))?;
-    String::from_utf8(text).map_err(|e| Error::Corrupt(format!("cannot encode: {e}")))
+    // Stored statuses and messages are a few hundred bytes.
+    crate::a2a::to_json_sized(v, 384).map_err(|e| Error::Corrupt(format!("cannot encode: {e}")))
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { get } from 'svelte/store';
 import { Api } from './api';
-import { createPeers, knows, nameOf } from './peers';
+import { createPeers, knows, label, nameOf } from './peers';
 import { MockTransport, gate, json, tick } from '../test/mock';
 
 const peer = (cardChange: unknown) => ({ id: 'pinned', url: 'http://127.0.0.1:1/', name: null, cardChange });
@@ -129,5 +129,13 @@ describe('nameOf', () => {
     expect(nameOf(state, 'gone')).toBe('gone');
     expect(knows(state, 'anon')).toBe(true);
     expect(knows(state, 'gone')).toBe(false);
+  });
+});
+
+describe('label', () => {
+  it('is the name, else the id', () => {
+    expect(label({ id: 'ci', name: 'CI runner' })).toBe('CI runner');
+    expect(label({ id: 'bare', name: '' })).toBe('bare');
+    expect(label({ id: 'anon', name: null })).toBe('anon');
   });
 });

@@ -27,6 +27,11 @@ export interface PeersStore extends Readable<PeersState> {
   retryDelivery(id: string): Promise<void>;
 }
 
+/** What people call one agent or peer: its name, else its id. */
+export function label(x: { id: string; name?: string | null }): string {
+  return x.name || x.id;
+}
+
 /**
  * What people call an agent or peer: its configured name, else its card's
  * name, else its id (`{tenant}/{id}` for a tenant's agent).
