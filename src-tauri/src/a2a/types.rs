@@ -216,24 +216,31 @@ impl Part {
 }
 
 impl Serialize for Part {
+    /// Written member by member (content, metadata, filename, mediaType):
+    /// building a map first cost a copy of every string in profiles.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = Map::new();
+        use serde::ser::SerializeMap;
+        let len = 1
+            + usize::from(self.metadata.is_some())
+            + usize::from(self.filename.is_some())
+            + usize::from(self.media_type.is_some());
+        let mut m = s.serialize_map(Some(len))?;
         match &self.content {
-            PartContent::Text(t) => m.insert("text".into(), Value::String(t.clone())),
-            PartContent::Raw(r) => m.insert("raw".into(), Value::String(r.clone())),
-            PartContent::Url(u) => m.insert("url".into(), Value::String(u.clone())),
-            PartContent::Data(d) => m.insert("data".into(), d.clone()),
-        };
+            PartContent::Text(t) => m.serialize_entry("text", t)?,
+            PartContent::Raw(r) => m.serialize_entry("raw", r)?,
+            PartContent::Url(u) => m.serialize_entry("url", u)?,
+            PartContent::Data(d) => m.serialize_entry("data", d)?,
+        }
         if let Some(md) = &self.metadata {
-            m.insert("metadata".into(), Value::Object(md.clone()));
+            m.serialize_entry("metadata", md)?;
         }
         if let Some(f) = &self.filename {
-            m.insert("filename".into(), Value::String(f.clone()));
+            m.serialize_entry("filename", f)?;
         }
         if let Some(t) = &self.media_type {
-            m.insert("mediaType".into(), Value::String(t.clone()));
+            m.serialize_entry("mediaType", t)?;
         }
-        m.serialize(s)
+        m.end()
     }
 }
 
@@ -246,10 +253,10 @@ pub fn is_base64(s: &str) -> bool {
 
 impl<'de> Deserialize<'de> for Part {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let m = Map::<String, Value>::deserialize(d)?;
+        let mut m = Map::<String, Value>::deserialize(d)?;
         let mut content = None;
         for key in ["text", "raw", "url", "data"] {
-            let Some(v) = m.get(key) else { continue };
+            let Some(v) = m.remove(key) else { continue };
             if content.is_some() {
                 return Err(D::Error::custom(
                     "a part must have exactly one of `text`, `raw`, `url`, `data`",
@@ -265,39 +272,42 @@ impl<'de> Deserialize<'de> for Part {
                     PartContent::Raw(r)
                 }
                 "url" => PartContent::Url(string_field::<D>(v, "url")?),
-                _ => PartContent::Data(v.clone()),
+                _ => PartContent::Data(v),
             });
         }
         let content = content.ok_or_else(|| {
             D::Error::custom("a part must have one of `text`, `raw`, `url`, `data`")
         })?;
-        let metadata = match m.get("metadata") {
+        let metadata = match m.remove("metadata") {
             None | Some(Value::Null) => None,
-            Some(Value::Object(o)) => Some(o.clone()),
+            Some(Value::Object(o)) => Some(o),
             Some(_) => return Err(D::Error::custom("part `metadata` must be an object")),
         };
-        let opt_str = |k: &str| -> Result<Option<String>, D::Error> {
-            match m.get(k) {
+        let mut opt_str = |k: &str| -> Result<Option<String>, D::Error> {
+            match m.remove(k) {
                 None | Some(Value::Null) => Ok(None),
                 Some(v) => string_field::<D>(v, k).map(Some),
             }
         };
+        let filename = opt_str("filename")?;
+        let media_type = match opt_str("mediaType")? {
+            Some(t) => Some(t),
+            None => opt_str("media_type")?,
+        };
         Ok(Part {
             content,
             metadata,
-            filename: opt_str("filename")?,
-            media_type: match opt_str("mediaType")? {
-                Some(t) => Some(t),
-                None => opt_str("media_type")?,
-            },
+            filename,
+            media_type,
         })
     }
 }
 
-fn string_field<'de, D: Deserializer<'de>>(v: &Value, name: &str) -> Result<String, D::Error> {
-    v.as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| D::Error::custom(format!("part `{name}` must be a string")))
+fn string_field<'de, D: Deserializer<'de>>(v: Value, name: &str) -> Result<String, D::Error> {
+    match v {
+        Value::String(s) => Ok(s),
+        _ => Err(D::Error::custom(format!("part `{name}` must be a string"))),
+    }
 }
 
 fn non_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
@@ -667,6 +677,34 @@ mod tests {
         let p: Part = serde_json::from_value(json!({"data": null})).unwrap();
         assert_eq!(p.content, PartContent::Data(Value::Null));
         assert_eq!(serde_json::to_value(&p).unwrap(), json!({"data": null}));
+    }
+
+    /// Every member of a part is written, in one order, and read back; the
+    /// snake_case `media_type` is read too, and a member of the wrong type
+    /// is refused by name.
+    #[test]
+    fn a_part_is_written_member_by_member_and_read_back() {
+        let p: Part = serde_json::from_value(json!({
+            "media_type": "text/csv", "filename": "a.csv", "metadata": {"k": [1]}, "raw": "YQ=="
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(
+            text,
+            r#"{"raw":"YQ==","metadata":{"k":[1]},"filename":"a.csv","mediaType":"text/csv"}"#
+        );
+        assert_eq!(serde_json::from_str::<Part>(&text).unwrap(), p);
+        for (wire, name) in [
+            (json!({"text": 1}), "text"),
+            (json!({"url": ["x"]}), "url"),
+            (json!({"text": "a", "filename": 2}), "filename"),
+            (json!({"text": "a", "metadata": "m"}), "metadata"),
+        ] {
+            let e = serde_json::from_value::<Part>(wire)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("part `{name}`")), "{e}");
+        }
     }
 
     #[test]
