@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by callgrind: Countersign (release, no
+# desktop) under REQUESTS requests at CONNS connections, after WARM of the
+# same kind, for one scenario:
+#   send  durable SendMessage to a `human` agent (each task parked and
+#         committed to SQLite before the answer)
+#   get   GetTask of one parked task
+#   card  GET of the agent card
+#
+#   bash tests/bench/callgrind.sh [send|get|card] [BINARY]
+#
+# Rates on a shared VM move by 20% between runs; instruction counts move by
+# about 2% (how requests fall into commits and checkpoints), so they show
+# changes of a few percent that req/s cannot. To compare two builds, run
+# them alternately, twice each. The profile is left in $OUT (callgrind's
+# format: `callgrind_annotate --inclusive=yes $OUT | head -80`).
+#
+# Environment: REQUESTS (3000), CONNS (32), WARM (500), OUT
+# (/tmp/countersign-callgrind.out). Installs valgrind with apt if missing.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+SCENARIO="${1:-send}"
+BIN="${2:-}"
+REQUESTS="${REQUESTS:-3000}"
+CONNS="${CONNS:-32}"
+WARM="${WARM:-500}"
+OUT="${OUT:-/tmp/countersign-callgrind.out}"
+case "$SCENARIO" in send | get | card) ;; *)
+    echo "usage: $0 [send|get|card] [BINARY]" >&2
+    exit 2
+    ;;
+esac
+if ! command -v valgrind >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq valgrind >/dev/null
+fi
+if [ -z "$BIN" ]; then
+    (cd "$root" && cargo build --quiet --release --no-default-features)
+    BIN="$root/target/release/countersign"
+fi
+CARGO_TARGET_DIR="$here/target" cargo build --quiet --release --manifest-path "$here/loadgen/Cargo.toml"
+LOADGEN="$here/target/release/loadgen"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/countersign-callgrind.XXXXXX")"
+pid=""
+cleanup() {
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+cat >"$work/config.toml" <<'TOML'
+[webhooks]
+sweep_secs = 0
+[[agents]]
+id = "inbox"
+backend = "human"
+TOML
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+base="http://127.0.0.1:$port/a2a/inbox"
+card="$base/.well-known/agent-card.json"
+valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no \
+    "$BIN" serve --data-dir "$work" --bind "127.0.0.1:$port" --config "$work/config.toml" \
+    >"$work/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do curl -sf "$card" >/dev/null && break; sleep 0.2; done
+curl -sf "$card" >/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+
+send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
+load() { # load COUNT PREFIX
+    case "$SCENARIO" in
+    send) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --method POST \
+        --body "${send//PREFIX/$2}" --rpc-errors --header "A2A-Version: 1.0" ;;
+    get) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --method POST \
+        --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"GetTask\",\"params\":{\"id\":\"$task\"}}" \
+        --rpc-errors --header "A2A-Version: 1.0" ;;
+    card) "$LOADGEN" "$card" --conns "$CONNS" --limit "$1" --warmup 0 ;;
+    esac
+}
+task="$(curl -sf "$base" -H 'A2A-Version: 1.0' -H 'content-type: application/json' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"first","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])')"
+load "$WARM" warm >/dev/null
+# callgrind takes a command only while the program runs: a few requests
+# after each one make sure it is taken before (zero) or after (dump) the
+# measured load. Those few cards are counted too (about 0.1%).
+nudge() { for _ in 1 2 3 4 5; do curl -sf "$card" >/dev/null; sleep 0.2; done; }
+callgrind_control -z "$pid" >/dev/null 2>&1
+nudge
+load "$REQUESTS" run >"$work/load.txt"
+callgrind_control -d "$pid" >/dev/null 2>&1
+nudge
+total="$(callgrind_annotate "$work/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
+cp "$work/cg.out.1" "$OUT"
+errors="$(tail -1 "$work/load.txt" | python3 -c 'import json,sys; print(json.load(sys.stdin)["errors"])')"
+echo "$SCENARIO: $((total / REQUESTS)) instructions per request ($REQUESTS requests, $errors errors, $total instructions)"
+[ "$errors" = 0 ]
