@@ -251,12 +251,89 @@ pub fn is_base64(s: &str) -> bool {
     STANDARD.decode(s.as_bytes()).is_ok() || URL_SAFE.decode(s.as_bytes()).is_ok()
 }
 
+/// A part's members as read, before they are checked. A member given twice
+/// keeps its last value, as a JSON object read into a map would.
+#[derive(Default)]
+struct PartMembers {
+    /// `text`, `raw`, `url`, `data`, in that order.
+    content: [Option<Value>; 4],
+    metadata: Option<Value>,
+    filename: Option<Value>,
+    media_type: Option<Value>,
+    media_type_snake: Option<Value>,
+}
+
+impl<'de> serde::de::Visitor<'de> for PartMembers {
+    type Value = PartMembers;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a part (an object)")
+    }
+
+    /// Read member by member into their slots: reading the object into a
+    /// map first showed in profiles of GetTask (every stored message's
+    /// parts are read back).
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<Self, A::Error> {
+        while let Some(key) = map.next_key::<PartKey>()? {
+            let slot = match key {
+                PartKey::Content(i) => &mut self.content[i],
+                PartKey::Metadata => &mut self.metadata,
+                PartKey::Filename => &mut self.filename,
+                PartKey::MediaType => &mut self.media_type,
+                PartKey::MediaTypeSnake => &mut self.media_type_snake,
+                PartKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value()?);
+        }
+        Ok(self)
+    }
+}
+
+/// A member name of a part.
+enum PartKey {
+    Content(usize),
+    Metadata,
+    Filename,
+    MediaType,
+    MediaTypeSnake,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for PartKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = PartKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<PartKey, E> {
+                Ok(match name {
+                    "text" => PartKey::Content(0),
+                    "raw" => PartKey::Content(1),
+                    "url" => PartKey::Content(2),
+                    "data" => PartKey::Content(3),
+                    "metadata" => PartKey::Metadata,
+                    "filename" => PartKey::Filename,
+                    "mediaType" => PartKey::MediaType,
+                    "media_type" => PartKey::MediaTypeSnake,
+                    _ => PartKey::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(Name)
+    }
+}
+
 impl<'de> Deserialize<'de> for Part {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut m = Map::<String, Value>::deserialize(d)?;
+        let m = d.deserialize_map(PartMembers::default())?;
         let mut content = None;
-        for key in ["text", "raw", "url", "data"] {
-            let Some(v) = m.remove(key) else { continue };
+        for (key, v) in ["text", "raw", "url", "data"].into_iter().zip(m.content) {
+            let Some(v) = v else { continue };
             if content.is_some() {
                 return Err(D::Error::custom(
                     "a part must have exactly one of `text`, `raw`, `url`, `data`",
@@ -278,21 +355,21 @@ impl<'de> Deserialize<'de> for Part {
         let content = content.ok_or_else(|| {
             D::Error::custom("a part must have one of `text`, `raw`, `url`, `data`")
         })?;
-        let metadata = match m.remove("metadata") {
+        let metadata = match m.metadata {
             None | Some(Value::Null) => None,
             Some(Value::Object(o)) => Some(o),
             Some(_) => return Err(D::Error::custom("part `metadata` must be an object")),
         };
-        let mut opt_str = |k: &str| -> Result<Option<String>, D::Error> {
-            match m.remove(k) {
+        let opt_str = |v: Option<Value>, k: &str| -> Result<Option<String>, D::Error> {
+            match v {
                 None | Some(Value::Null) => Ok(None),
                 Some(v) => string_field::<D>(v, k).map(Some),
             }
         };
-        let filename = opt_str("filename")?;
-        let media_type = match opt_str("mediaType")? {
+        let filename = opt_str(m.filename, "filename")?;
+        let media_type = match opt_str(m.media_type, "mediaType")? {
             Some(t) => Some(t),
-            None => opt_str("media_type")?,
+            None => opt_str(m.media_type_snake, "media_type")?,
         };
         Ok(Part {
             content,
@@ -694,6 +771,13 @@ mod tests {
             r#"{"raw":"YQ==","metadata":{"k":[1]},"filename":"a.csv","mediaType":"text/csv"}"#
         );
         assert_eq!(serde_json::from_str::<Part>(&text).unwrap(), p);
+        // A member given twice keeps its last value; others are ignored.
+        let p: Part = serde_json::from_str(r#"{"text":"a","kind":"x","text":"b"}"#).unwrap();
+        assert_eq!(p, Part::text("b"));
+        let e = serde_json::from_str::<Part>(r#""text""#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected a part"), "{e}");
         for (wire, name) in [
             (json!({"text": 1}), "text"),
             (json!({"url": ["x"]}), "url"),
