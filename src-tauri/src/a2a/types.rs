@@ -166,6 +166,10 @@ impl<'de> Deserialize<'de> for Role {
     }
 }
 
+/// The names of a part's content members, in the order of `PartContent`'s
+/// variants: a part's reader and writer both index this.
+const CONTENT_KEYS: [&str; 4] = ["text", "raw", "url", "data"];
+
 /// The content of a part: exactly one of `text`, `raw`, `url`, `data`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PartContent {
@@ -206,12 +210,12 @@ impl Part {
 
     /// `text`, `raw`, `url` or `data`: the name of the content member.
     pub fn kind(&self) -> &'static str {
-        match self.content {
-            PartContent::Text(_) => "text",
-            PartContent::Raw(_) => "raw",
-            PartContent::Url(_) => "url",
-            PartContent::Data(_) => "data",
-        }
+        CONTENT_KEYS[match self.content {
+            PartContent::Text(_) => 0,
+            PartContent::Raw(_) => 1,
+            PartContent::Url(_) => 2,
+            PartContent::Data(_) => 3,
+        }]
     }
 }
 
@@ -226,10 +230,10 @@ impl Serialize for Part {
             + usize::from(self.media_type.is_some());
         let mut m = s.serialize_map(Some(len))?;
         match &self.content {
-            PartContent::Text(t) => m.serialize_entry("text", t)?,
-            PartContent::Raw(r) => m.serialize_entry("raw", r)?,
-            PartContent::Url(u) => m.serialize_entry("url", u)?,
-            PartContent::Data(d) => m.serialize_entry("data", d)?,
+            PartContent::Text(s) | PartContent::Raw(s) | PartContent::Url(s) => {
+                m.serialize_entry(self.kind(), s)?
+            }
+            PartContent::Data(d) => m.serialize_entry(self.kind(), d)?,
         }
         if let Some(md) = &self.metadata {
             m.serialize_entry("metadata", md)?;
@@ -255,7 +259,7 @@ pub fn is_base64(s: &str) -> bool {
 /// keeps its last value, as a JSON object read into a map would.
 #[derive(Default)]
 struct PartMembers {
-    /// `text`, `raw`, `url`, `data`, in that order.
+    /// Indexed as `CONTENT_KEYS`.
     content: [Option<Value>; 4],
     metadata: Option<Value>,
     filename: Option<Value>,
@@ -294,6 +298,7 @@ impl<'de> serde::de::Visitor<'de> for PartMembers {
 
 /// A member name of a part.
 enum PartKey {
+    /// An index into `CONTENT_KEYS`.
     Content(usize),
     Metadata,
     Filename,
@@ -311,11 +316,10 @@ impl<'de> Deserialize<'de> for PartKey {
                 f.write_str("a member name")
             }
             fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<PartKey, E> {
+                if let Some(i) = CONTENT_KEYS.iter().position(|k| *k == name) {
+                    return Ok(PartKey::Content(i));
+                }
                 Ok(match name {
-                    "text" => PartKey::Content(0),
-                    "raw" => PartKey::Content(1),
-                    "url" => PartKey::Content(2),
-                    "data" => PartKey::Content(3),
                     "metadata" => PartKey::Metadata,
                     "filename" => PartKey::Filename,
                     "mediaType" => PartKey::MediaType,
@@ -332,23 +336,23 @@ impl<'de> Deserialize<'de> for Part {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let m = d.deserialize_map(PartMembers::default())?;
         let mut content = None;
-        for (key, v) in ["text", "raw", "url", "data"].into_iter().zip(m.content) {
+        for (i, v) in m.content.into_iter().enumerate() {
             let Some(v) = v else { continue };
             if content.is_some() {
                 return Err(D::Error::custom(
                     "a part must have exactly one of `text`, `raw`, `url`, `data`",
                 ));
             }
-            content = Some(match key {
-                "text" => PartContent::Text(string_field::<D>(v, "text")?),
-                "raw" => {
-                    let r = string_field::<D>(v, "raw")?;
+            content = Some(match i {
+                0 => PartContent::Text(string_field::<D>(v, CONTENT_KEYS[i])?),
+                1 => {
+                    let r = string_field::<D>(v, CONTENT_KEYS[i])?;
                     if !is_base64(&r) {
                         return Err(D::Error::custom("part `raw` must be base64"));
                     }
                     PartContent::Raw(r)
                 }
-                "url" => PartContent::Url(string_field::<D>(v, "url")?),
+                2 => PartContent::Url(string_field::<D>(v, CONTENT_KEYS[i])?),
                 _ => PartContent::Data(v),
             });
         }
