@@ -924,6 +924,23 @@ impl Engine {
         self.load_owned(agent, owner, id, history).await
     }
 
+    /// [`Self::task_with_head`] with the task's JSON as stored, for an
+    /// answer in the dialect it is stored in (v1.0).
+    pub async fn stored_task_with_head(
+        &self,
+        agent: &Agent,
+        owner: &str,
+        id: &str,
+        history_length: Option<i32>,
+    ) -> Result<(TaskHead, tasks::StoredTask), Error> {
+        let history = history_arg(history_length)?;
+        let found = self
+            .inner
+            .store
+            .read_point(|conn| tasks::load_stored(conn, id, history, true))?;
+        owned(found, agent, owner, id)
+    }
+
     async fn load_owned(
         &self,
         agent: &Agent,
@@ -935,9 +952,7 @@ impl Engine {
             .inner
             .store
             .read_point(|conn| tasks::load(conn, task_id, history, true))?;
-        found
-            .filter(|(h, _)| h.agent_id == agent.id() && h.owner == owner)
-            .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
+        owned(found, agent, owner, task_id)
     }
 
     /// GetTask.
@@ -1229,6 +1244,18 @@ fn check_client_task_id(id: &str) -> Result<(), Error> {
             "task id `{id}` must be 1 to 128 printable characters without spaces or `/`"
         )))
     }
+}
+
+/// A loaded task, if it is `agent`'s and `owner`'s: another's is not found.
+fn owned<T>(
+    found: Option<(TaskHead, T)>,
+    agent: &Agent,
+    owner: &str,
+    task_id: &str,
+) -> Result<(TaskHead, T), Error> {
+    found
+        .filter(|(h, _)| h.agent_id == agent.id() && h.owner == owner)
+        .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
 }
 
 fn history_arg(h: Option<i32>) -> Result<Option<usize>, Error> {

@@ -17,6 +17,7 @@ use crate::a2a::types::{
 use crate::a2a::v0_3::{self, Dialect};
 use crate::a2a::{Error, to_json_sized};
 use crate::engine::Agent;
+use crate::store::tasks::StoredTask;
 
 /// One A2A operation with its parameters.
 #[derive(Debug)]
@@ -39,6 +40,9 @@ pub enum Outcome {
     Sent(SendMessageResponse),
     /// A task, with the dialect it was created in.
     Task(Task, Dialect),
+    /// A task as stored (v1.0 JSON, not read into types), with the dialect
+    /// it was created in: GetTask's answer to a v1.0 request.
+    StoredTask(StoredTask, Dialect),
     Tasks(ListTasksResponse),
     PushConfig(TaskPushNotificationConfig),
     PushConfigs(ListPushConfigsResponse),
@@ -65,6 +69,7 @@ impl serde::Serialize for V1<'_> {
         match self.0 {
             Outcome::Sent(r) => r.serialize(s),
             Outcome::Task(t, _) => t.serialize(s),
+            Outcome::StoredTask(t, _) => t.serialize(s),
             Outcome::Tasks(l) => l.serialize(s),
             Outcome::PushConfig(c) => c.serialize(s),
             Outcome::PushConfigs(l) => l.serialize(s),
@@ -72,6 +77,16 @@ impl serde::Serialize for V1<'_> {
             Outcome::Card(c) => c.serialize(s),
             Outcome::Stream(_) => Err(S::Error::custom("a stream has no single result")),
         }
+    }
+}
+
+/// The dialect a task created in `origin` is answered in to a request in
+/// `asked`: a pre-0.3 client's tasks keep its shapes.
+fn task_dialect(origin: Dialect, asked: Dialect) -> Dialect {
+    if origin == Dialect::Legacy {
+        Dialect::Legacy
+    } else {
+        asked
     }
 }
 
@@ -114,13 +129,9 @@ impl Outcome {
         Ok(match self {
             Outcome::Sent(SendMessageResponse::Task(t)) => v0_3::encode_task(t, dialect),
             Outcome::Sent(SendMessageResponse::Message(m)) => v0_3::encode_message(m, dialect),
-            Outcome::Task(t, origin) => {
-                let d = if *origin == Dialect::Legacy {
-                    Dialect::Legacy
-                } else {
-                    dialect
-                };
-                v0_3::encode_task(t, d)
+            Outcome::Task(t, origin) => v0_3::encode_task(t, task_dialect(*origin, dialect)),
+            Outcome::StoredTask(t, origin) => {
+                v0_3::encode_task(&t.parse()?, task_dialect(*origin, dialect))
             }
             Outcome::Tasks(l) => serde_json::json!({
                 "tasks": l.tasks.iter().map(|t| v0_3::encode_task(t, dialect)).collect::<Vec<_>>(),
@@ -265,6 +276,14 @@ pub async fn execute(
                 history,
                 state.shutdown.clone(),
             )))
+        }
+        // A v1.0 answer is written from the JSON as stored; the older
+        // dialects reshape the task, so they read it into types.
+        Op::GetTask(req) if dialect == Dialect::V1 => {
+            let (head, task) = engine
+                .stored_task_with_head(agent, owner, &req.id, req.history_length)
+                .await?;
+            Ok(Outcome::StoredTask(task, stored_dialect(&head.dialect)))
         }
         Op::GetTask(req) => {
             let (head, task) = engine

@@ -85,6 +85,10 @@ pub async fn handle(
         }
         Outcome::Sent(r) => wire::encode_send_response(&r),
         Outcome::Task(t, _) => wire::encode_task(&t),
+        Outcome::StoredTask(t, _) => match t.parse() {
+            Ok(t) => wire::encode_task(&t),
+            Err(e) => return error_response(&e.into(), false),
+        },
         Outcome::Tasks(l) => json!({
             "tasks": l.tasks.iter().map(wire::encode_task).collect::<Vec<_>>(),
             "nextPageToken": l.next_page_token,

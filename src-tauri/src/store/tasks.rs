@@ -2,6 +2,7 @@
 
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::value::RawValue;
 
 use super::{Error, Result, push_keyset};
 use crate::a2a::types::{
@@ -383,6 +384,67 @@ pub fn load(
     history: Option<usize>,
     include_artifacts: bool,
 ) -> Result<Option<(TaskHead, Task)>> {
+    load_stored(conn, id, history, include_artifacts)?
+        .map(|(head, stored)| Ok((head, stored.parse()?)))
+        .transpose()
+}
+
+/// A task with its status, history, artifacts and metadata left in the
+/// JSON they were stored as (checked to be well-formed, not read into
+/// types). GetTask answers a v1.0 caller with it: reading the stored JSON
+/// into a [`Task`] and writing it out again was a third of a GetTask.
+///
+/// The members are [`Task`]'s, in its order and with its rules for leaving
+/// one out, and each stored body was written by the type `Task` holds: so
+/// this writes the text the parsed `Task` would.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredTask {
+    pub id: String,
+    pub context_id: String,
+    pub status: Box<RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Vec<Box<RawValue>>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Box<RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Box<RawValue>>,
+}
+
+impl StoredTask {
+    /// The task, parsed (for the dialects that reshape it).
+    pub fn parse(&self) -> Result<Task> {
+        Ok(Task {
+            id: self.id.clone(),
+            context_id: self.context_id.clone(),
+            status: from_json(self.status.get())?,
+            artifacts: self
+                .artifacts
+                .as_ref()
+                .map(|a| a.iter().map(|b| from_json(b.get())).collect::<Result<_>>())
+                .transpose()?,
+            history: self
+                .history
+                .iter()
+                .map(|b| from_json(b.get()))
+                .collect::<Result<_>>()?,
+            metadata: self
+                .metadata
+                .as_ref()
+                .map(|m| from_json(m.get()))
+                .transpose()?,
+        })
+    }
+}
+
+/// A whole task, its JSON as stored: see [`StoredTask`]. `history`:
+/// `None` = all, `Some(n)` = the last n.
+pub fn load_stored(
+    conn: &Connection,
+    id: &str,
+    history: Option<usize>,
+    include_artifacts: bool,
+) -> Result<Option<(TaskHead, StoredTask)>> {
     let row = conn
         .prepare_cached(&format!(
             "SELECT {HEAD_COLUMNS}, status, metadata FROM tasks WHERE id = ?1"
@@ -409,7 +471,7 @@ pub fn load(
             let rows = stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?;
             let mut msgs = Vec::new();
             for body in rows {
-                msgs.push(from_json::<Message>(&body?)?);
+                msgs.push(raw_json(body?)?);
             }
             msgs.reverse();
             msgs
@@ -421,21 +483,25 @@ pub fn load(
         let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
         for body in rows {
-            out.push(from_json::<Artifact>(&body?)?);
+            out.push(raw_json(body?)?);
         }
         Some(out)
     } else {
         None
     };
-    let task = Task {
+    let task = StoredTask {
         id: head.id.clone(),
         context_id: head.context_id.clone(),
-        status: from_json(&status)?,
+        status: raw_json(status)?,
         artifacts,
         history,
-        metadata: metadata.as_deref().map(from_json).transpose()?,
+        metadata: metadata.map(raw_json).transpose()?,
     };
     Ok(Some((head, task)))
+}
+
+fn raw_json(s: String) -> Result<Box<RawValue>> {
+    RawValue::from_string(s).map_err(|e| Error::Corrupt(format!("cannot decode stored JSON: {e}")))
 }
 
 /// What ListTasks filters on; `agent_id` and `owner` always apply.
@@ -596,4 +662,111 @@ pub fn delete_push_config(conn: &Connection, task_id: &str, id: &str) -> Result<
     conn.prepare_cached("DELETE FROM push_configs WHERE task_id = ?1 AND id = ?2")?
         .execute(params![task_id, id])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message(v: serde_json::Value) -> Message {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// A task's stored JSON, written as is, is the text its parsed form
+    /// writes: for every history length and with or without artifacts.
+    #[test]
+    fn a_stored_task_writes_what_its_parsed_task_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut conn = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut conn, &path).unwrap();
+
+        let first = message(json!({
+            "messageId": "m1", "role": "ROLE_USER",
+            "parts": [
+                {"text": "Deploy \"all\" regions?\n<b>now</b> é ✓", "mediaType": "text/markdown"},
+                {"data": {"b": [1, 2.5, null, true], "a": {"z": "y"}}},
+                {"raw": "aGVsbG8=", "filename": "hi.txt", "mediaType": "text/plain",
+                 "metadata": {"k": "v"}},
+                {"url": "https://example.com/f.pdf", "filename": "f.pdf"}
+            ],
+            "metadata": {"priority": 2}, "extensions": ["urn:x"]
+        }));
+        let asked = message(json!({
+            "messageId": "m2", "role": "ROLE_AGENT", "taskId": "t1", "contextId": "c1",
+            "parts": [{"text": "Approve?"}]
+        }));
+        let new = NewTask {
+            id: "t1".into(),
+            agent_id: "a".into(),
+            owner: "o".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: Some("2026-11-27T06:00:00.000Z".into()),
+            },
+            metadata: Some(
+                json!({"source": "test", "n": 1})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            now_ms: 1,
+            dialect: "v1",
+        };
+        let head = create(&conn, &new, &first).unwrap();
+        let parked = TaskStatus {
+            state: TaskState::InputRequired,
+            message: Some(asked.clone()),
+            timestamp: Some("2026-11-27T06:00:01.000Z".into()),
+        };
+        record_status(&conn, &head, &parked, Some(&asked), 2).unwrap();
+        let artifact: Artifact = serde_json::from_value(json!({
+            "artifactId": "r1", "name": "Report",
+            "parts": [{"text": "# Title"}, {"data": [1, 2]}]
+        }))
+        .unwrap();
+        put_artifact(&conn, "t1", &artifact, false).unwrap();
+
+        for history in [None, Some(0), Some(1), Some(5)] {
+            for artifacts in [true, false] {
+                let (h1, typed) = load(&conn, "t1", history, artifacts).unwrap().unwrap();
+                let (h2, stored) = load_stored(&conn, "t1", history, artifacts)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(h1, h2);
+                assert_eq!(
+                    serde_json::to_string(&stored).unwrap(),
+                    serde_json::to_string(&typed).unwrap(),
+                    "history {history:?}, artifacts {artifacts}"
+                );
+                assert_eq!(stored.parse().unwrap(), typed);
+            }
+        }
+        let (_, all) = load(&conn, "t1", None, true).unwrap().unwrap();
+        assert_eq!(all.history, vec![first, asked]);
+        assert_eq!(all.artifacts.as_deref(), Some(&[artifact][..]));
+        assert!(load_stored(&conn, "nope", None, true).unwrap().is_none());
+    }
+
+    /// A stored body that is not JSON is reported as corrupt, not written
+    /// into an answer.
+    #[test]
+    fn a_stored_body_that_is_not_json_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut conn = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut conn, &path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES ('t', 'a', 'o', 'c', 2, '{\"state\":\"TASK_STATE_WORKING\"', 1, 1);",
+        )
+        .unwrap();
+        match load_stored(&conn, "t", None, true) {
+            Err(Error::Corrupt(m)) => assert!(m.contains("stored JSON"), "{m}"),
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+    }
 }
