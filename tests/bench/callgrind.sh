@@ -6,8 +6,10 @@
 #         committed to SQLite before the answer)
 #   get   GetTask of one parked task
 #   card  GET of the agent card
+#   queue GET of the queue's first page (50 of FILL parked tasks, stored
+#         by the same build run without valgrind first)
 #
-#   bash tests/bench/callgrind.sh [send|get|card] [BINARY]
+#   bash tests/bench/callgrind.sh [send|get|card|queue] [BINARY]
 #
 # Rates on a shared VM move by 20% between runs; instruction counts move by
 # about 2% (how requests fall into commits and checkpoints), so they show
@@ -15,7 +17,7 @@
 # them alternately, twice each. The profile is left in $OUT (callgrind's
 # format: `callgrind_annotate --inclusive=yes $OUT | head -80`).
 #
-# Environment: REQUESTS (3000), CONNS (32), WARM (500), OUT
+# Environment: REQUESTS (3000), CONNS (32), WARM (500), FILL (20000), OUT
 # (/tmp/countersign-callgrind.out). Installs valgrind with apt if missing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -25,9 +27,10 @@ BIN="${2:-}"
 REQUESTS="${REQUESTS:-3000}"
 CONNS="${CONNS:-32}"
 WARM="${WARM:-500}"
+FILL="${FILL:-20000}"
 OUT="${OUT:-/tmp/countersign-callgrind.out}"
-case "$SCENARIO" in send | get | card) ;; *)
-    echo "usage: $0 [send|get|card] [BINARY]" >&2
+case "$SCENARIO" in send | get | card | queue) ;; *)
+    echo "usage: $0 [send|get|card|queue] [BINARY]" >&2
     exit 2
     ;;
 esac
@@ -59,22 +62,39 @@ TOML
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:$port/a2a/inbox"
 card="$base/.well-known/agent-card.json"
+send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
+wait_card() {
+    for _ in $(seq 600); do curl -sf "$card" >/dev/null && break; sleep 0.2; done
+    curl -sf "$card" >/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+}
+if [ "$SCENARIO" = queue ]; then
+    # The parked tasks are stored at full speed; the profiled server then
+    # opens the same data dir.
+    "$BIN" serve --data-dir "$work" --bind "127.0.0.1:$port" --config "$work/config.toml" \
+        >"$work/serve.log" 2>&1 &
+    pid=$!
+    wait_card
+    "$LOADGEN" "$base" --conns "$CONNS" --limit "$FILL" --warmup 0 --duration 3600 --method POST \
+        --body "${send//PREFIX/fill}" --rpc-errors --header "A2A-Version: 1.0" >/dev/null
+    kill "$pid" && wait "$pid" || true
+    pid=""
+fi
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no \
     "$BIN" serve --data-dir "$work" --bind "127.0.0.1:$port" --config "$work/config.toml" \
     >"$work/serve.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do curl -sf "$card" >/dev/null && break; sleep 0.2; done
-curl -sf "$card" >/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+wait_card
 
-send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
 load() { # load COUNT PREFIX
     case "$SCENARIO" in
-    send) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --method POST \
+    send) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "${send//PREFIX/$2}" --rpc-errors --header "A2A-Version: 1.0" ;;
-    get) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --method POST \
+    get) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"GetTask\",\"params\":{\"id\":\"$task\"}}" \
         --rpc-errors --header "A2A-Version: 1.0" ;;
-    card) "$LOADGEN" "$card" --conns "$CONNS" --limit "$1" --warmup 0 ;;
+    card) "$LOADGEN" "$card" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 ;;
+    queue) "$LOADGEN" "http://127.0.0.1:$port/api/queue?limit=50&sort=oldest" --conns "$CONNS" \
+        --limit "$1" --warmup 0 --duration 3600 --header "Authorization: Bearer $(cat "$work/ui-token")" ;;
     esac
 }
 task="$(curl -sf "$base" -H 'A2A-Version: 1.0' -H 'content-type: application/json' \
