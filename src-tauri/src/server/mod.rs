@@ -51,6 +51,9 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The per-install secret the UI API asks for.
     pub ui_secret: ui_auth::UiSecret,
+    /// The hosts and origins the UI API answers (built once: it was a
+    /// tenth of a queue page's work when built per request).
+    pub ui_hosts: ui_auth::AllowedHosts,
     /// Where the built UI is read from.
     pub ui_files: ui_static::UiFiles,
     /// Where the UI's settings are kept.

@@ -114,6 +114,7 @@ pub async fn serve_until(
     let state = Arc::new(AppState {
         engine,
         access: AccessPolicy::from_config(&opts.config, opts.open),
+        ui_hosts: super::ui_auth::AllowedHosts::new(local_addr, opts.config.public_url.as_deref()),
         config: opts.config,
         local_addr,
         started_ms: crate::clock::now_ms() / 1000 * 1000,

@@ -359,10 +359,9 @@ pub async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Res
         .extensions()
         .get::<OriginalUri>()
         .map_or_else(|| req.uri().clone(), |o| o.0.clone());
-    let allowed = AllowedHosts::new(state.local_addr, state.config.public_url.as_deref());
     let verdict = check(
         &state.ui_secret,
-        &allowed,
+        &state.ui_hosts,
         req.method(),
         uri.path(),
         uri.query(),
