@@ -41,8 +41,9 @@ impl Api {
     }
 
     async fn json(&self, path: &str) -> Value {
-        let (status, _, body) = self.get(path).await;
+        let (status, headers, body) = self.get(path).await;
         assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        assert_eq!(headers["content-type"], "application/json", "{path}");
         serde_json::from_str(&body).unwrap()
     }
 

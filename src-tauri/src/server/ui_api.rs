@@ -81,6 +81,31 @@ impl ApiError {
     }
 }
 
+/// `200 OK` with `value` as JSON, for the pages the UI reads most (queue,
+/// tasks, history, a task). Written into one buffer that grows by
+/// doubling: axum's `Json` writes through a `BytesMut`, one small write per
+/// token, which was a quarter of a queue page's work in profiles.
+pub fn json_ok<T: Serialize + ?Sized>(value: &T) -> Response {
+    // A queue page of 50 is about 11 KB.
+    match crate::a2a::to_json_sized(value, 16 * 1024) {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!("cannot encode an answer: {e}");
+            api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot encode the answer; see the server log",
+            )
+        }
+    }
+}
+
 /// `{"error": {"code", "message"}}` with that status: the one shape of
 /// every UI API error.
 pub fn api_error(status: StatusCode, message: impl Into<String>) -> Response {

@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::Shared;
-use super::ui_api::api_error;
+use super::ui_api::{api_error, json_ok};
 use crate::a2a::types::{Message, PartContent, Task, TaskState};
 use crate::engine::decide::{DecideError, DecisionInput};
 use crate::engine::queue::{QueryError, QueueQuery, to_csv, to_jsonl};
@@ -97,7 +97,7 @@ async fn queue(State(state): State<Shared>, Query(p): Params) -> Response {
         cursor: param(&p, "cursor"),
     };
     match state.engine.queue(query).await {
-        Ok(page) => axum::Json(page).into_response(),
+        Ok(page) => json_ok(&page),
         Err(e) => query_error(e),
     }
 }
@@ -109,7 +109,7 @@ async fn tasks(State(state): State<Shared>, Query(p): Params) -> Response {
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
     };
     match state.engine.recent_tasks(limit, param(&p, "cursor")).await {
-        Ok(page) => axum::Json(page).into_response(),
+        Ok(page) => json_ok(&page),
         Err(e) => query_error(e),
     }
 }
@@ -162,7 +162,7 @@ async fn task(State(state): State<Shared>, Path(id): Path<String>) -> Response {
         })
         .await
         {
-            Ok(v) => axum::Json(v).into_response(),
+            Ok(v) => json_ok(&v),
             Err(e) => {
                 tracing::error!(task = %id, "rendering the task failed: {e}");
                 api_error(
@@ -346,7 +346,7 @@ async fn history(State(state): State<Shared>, Query(p): Params) -> Response {
         )
         .await
     {
-        Ok(page) => axum::Json(page).into_response(),
+        Ok(page) => json_ok(&page),
         Err(e) => query_error(e),
     }
 }
