@@ -221,11 +221,21 @@ impl Engine {
         let commits = self.inner.store.commits();
         let cached = self.inner.queue_counts.get(commits, &key);
         let hit = cached.is_some();
-        let page = self
-            .inner
-            .store
-            .read(move |conn| q::list_queue(conn, &filter, cached))
-            .await?;
+        // With its counts cached, a page without a search or a state filter
+        // walks one index of the open turns for at most a page of entries:
+        // read here, as GetTask is, since the blocking pool's two thread
+        // switches cost more than such a read. Counting, searching or
+        // filtering by state may read many entries: on the pool.
+        let page = if hit && filter.text.is_none() && filter.state.is_none() {
+            self.inner
+                .store
+                .read_point(|conn| q::list_queue(conn, &filter, cached))?
+        } else {
+            self.inner
+                .store
+                .read(move |conn| q::list_queue(conn, &filter, cached))
+                .await?
+        };
         if !hit {
             let counts = QueueCounts {
                 total: page.total,
