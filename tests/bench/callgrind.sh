@@ -8,8 +8,11 @@
 #   card  GET of the agent card
 #   queue GET of the queue's first page (50 of FILL parked tasks, stored
 #         by the same build run without valgrind first)
+#   push  webhook push of a new input-required task of a watched peer,
+#         re-read from a stub peer (the load generator's) and parked
+#         before the answer
 #
-#   bash tests/bench/callgrind.sh [send|get|card|queue] [BINARY]
+#   bash tests/bench/callgrind.sh [send|get|card|queue|push] [BINARY]
 #
 # Rates on a shared VM move by 20% between runs; instruction counts move by
 # about 2% (how requests fall into commits and checkpoints), so they show
@@ -29,8 +32,8 @@ CONNS="${CONNS:-32}"
 WARM="${WARM:-500}"
 FILL="${FILL:-20000}"
 OUT="${OUT:-/tmp/countersign-callgrind.out}"
-case "$SCENARIO" in send | get | card | queue) ;; *)
-    echo "usage: $0 [send|get|card|queue] [BINARY]" >&2
+case "$SCENARIO" in send | get | card | queue | push) ;; *)
+    echo "usage: $0 [send|get|card|queue|push] [BINARY]" >&2
     exit 2
     ;;
 esac
@@ -46,8 +49,10 @@ LOADGEN="$here/target/release/loadgen"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/countersign-callgrind.XXXXXX")"
 pid=""
+peer=""
 cleanup() {
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+    if [ -n "$peer" ]; then kill "$peer" 2>/dev/null || true; fi
     wait 2>/dev/null || true
     rm -rf "$work"
 }
@@ -59,7 +64,14 @@ sweep_secs = 0
 id = "inbox"
 backend = "human"
 TOML
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+if [ "$SCENARIO" = push ]; then
+    peer_port="$(free_port)"
+    "$LOADGEN" stub-peer "$peer_port" &
+    peer=$!
+    printf '[[peers]]\nid = "stub"\nurl = "http://127.0.0.1:%s/"\n' "$peer_port" >>"$work/config.toml"
+fi
+port="$(free_port)"
 base="http://127.0.0.1:$port/a2a/inbox"
 card="$base/.well-known/agent-card.json"
 send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
@@ -93,6 +105,9 @@ load() { # load COUNT PREFIX
         --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"GetTask\",\"params\":{\"id\":\"$task\"}}" \
         --rpc-errors --header "A2A-Version: 1.0" ;;
     card) "$LOADGEN" "$card" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 ;;
+    push) "$LOADGEN" "$hook" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
+        --header "A2A-Notification-Token: $hook_token" \
+        --body "{\"statusUpdate\":{\"taskId\":\"$2-{n}\",\"contextId\":\"c-{n}\",\"status\":{\"state\":\"TASK_STATE_INPUT_REQUIRED\"}}}" ;;
     queue) "$LOADGEN" "http://127.0.0.1:$port/api/queue?limit=50&sort=oldest" --conns "$CONNS" \
         --limit "$1" --warmup 0 --duration 3600 --header "Authorization: Bearer $(cat "$work/ui-token")" ;;
     esac
@@ -100,6 +115,12 @@ load() { # load COUNT PREFIX
 task="$(curl -sf "$base" -H 'A2A-Version: 1.0' -H 'content-type: application/json' \
     -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"first","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])')"
+if [ "$SCENARIO" = push ]; then
+    sub="$(curl -sf -X POST -H "Authorization: Bearer $(cat "$work/ui-token")" \
+        "http://127.0.0.1:$port/api/peers/stub/subscriptions")"
+    hook="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["url"])' "$sub")"
+    hook_token="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["token"])' "$sub")"
+fi
 load "$WARM" warm >/dev/null
 # callgrind takes a command only while the program runs: a few requests
 # after each one make sure it is taken before (zero) or after (dump) the
