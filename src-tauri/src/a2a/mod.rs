@@ -25,6 +25,19 @@ pub fn media_type_essence(media_type: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// `v` read as a `T`; when it does not fit, the error names the member it
+/// is about (`message.parts: invalid type…`). Tracking that path costs a
+/// tenth of a parse or more, so it is done only for a value that fails, by
+/// reading it again: the same input fails the same way.
+pub fn from_value_traced<T: serde::de::DeserializeOwned>(
+    v: serde_json::Value,
+) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
+    match T::deserialize(&v) {
+        Ok(t) => Ok(t),
+        Err(_) => serde_path_to_error::deserialize(v),
+    }
+}
+
 /// `value` as JSON text, written into a buffer of `capacity` bytes to start
 /// with: sized for what is written, it spares the growth from serde_json's
 /// 128 bytes (an answered task is about a kilobyte).

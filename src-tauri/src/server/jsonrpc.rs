@@ -75,15 +75,10 @@ enum Params<'a> {
 }
 
 fn params<T: DeserializeOwned>(p: Params<'_>) -> Result<T, Error> {
-    // The error names the field it is about: `message.parts: invalid type…`.
-    // Tracking that path costs a tenth of a request's parse, so it is done
-    // only for params that fail, by reading them again: the same input
-    // fails the same way.
+    // As `from_value_traced`: the error names the field it is about, and
+    // the path is tracked only when reading the params again after a failure.
     let parsed = match p {
-        Params::Value(v) => match T::deserialize(&v) {
-            Ok(t) => return Ok(t),
-            Err(_) => serde_path_to_error::deserialize(v),
-        },
+        Params::Value(v) => crate::a2a::from_value_traced(v),
         Params::Raw(text) => match T::deserialize(&mut serde_json::Deserializer::from_str(text)) {
             Ok(t) => return Ok(t),
             Err(_) => {

@@ -182,8 +182,7 @@ pub(super) fn query_object(uri: &Uri) -> Result<Value, Error> {
 }
 
 pub(super) fn from<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
-    // The error names the field it is about: `message.parts: invalid type…`.
-    serde_path_to_error::deserialize(v).map_err(|e| Error::InvalidParams(e.to_string()))
+    crate::a2a::from_value_traced(v).map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
 pub(super) fn with(mut v: Value, key: &str, val: &str) -> Value {

@@ -292,7 +292,7 @@ fn shape(what: &str, e: impl std::fmt::Display) -> ClientError {
 }
 
 fn v1_value<T: DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_path_to_error::deserialize(v).map_err(|e| shape(what, e))
+    crate::a2a::from_value_traced(v).map_err(|e| shape(what, e))
 }
 
 /// A SendMessage answer (the JSON-RPC `result` or the HTTP+JSON body).
