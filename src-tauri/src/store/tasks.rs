@@ -673,14 +673,21 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    /// A task's stored JSON, written as is, is the text its parsed form
-    /// writes: for every history length and with or without artifacts.
-    #[test]
-    fn a_stored_task_writes_what_its_parsed_task_writes() {
+    /// A database file with every migration applied (it lives as long as
+    /// the returned directory).
+    fn migrated() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let mut conn = Connection::open(&path).unwrap();
         super::super::schema::migrate(&mut conn, &path).unwrap();
+        (dir, conn)
+    }
+
+    /// A task's stored JSON, written as is, is the text its parsed form
+    /// writes: for every history length and with or without artifacts.
+    #[test]
+    fn a_stored_task_writes_what_its_parsed_task_writes() {
+        let (_dir, conn) = migrated();
 
         let first = message(json!({
             "messageId": "m1", "role": "ROLE_USER",
@@ -755,10 +762,7 @@ mod tests {
     /// into an answer.
     #[test]
     fn a_stored_body_that_is_not_json_is_corrupt() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut conn = Connection::open(&path).unwrap();
-        super::super::schema::migrate(&mut conn, &path).unwrap();
+        let (_dir, conn) = migrated();
         conn.execute_batch(
             "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
                  VALUES ('t', 'a', 'o', 'c', 2, '{\"state\":\"TASK_STATE_WORKING\"', 1, 1);",
