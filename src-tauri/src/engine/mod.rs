@@ -289,7 +289,7 @@ fn create_with_status(
     store::dispatch::fan_out_created(
         conn,
         &head.id,
-        &head.agent_id,
+        store::dispatch::RulesOf::Agent(&head.agent_id),
         new.metadata.as_ref(),
         entered,
         max_depth,

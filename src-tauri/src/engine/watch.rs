@@ -254,8 +254,11 @@ impl Engine {
                     // The status's message is in the history already (above).
                     let seq = tasks::record_status(conn, &head, &status, None, now)?;
                     sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
-                    let ev =
-                        announce(conn, &head, &remote, status, seq, old_state, max_depth, now)?;
+                    let ev = status_event(&head, &remote, status, seq);
+                    let entered = (old_state != ev.state).then_some(ev.state);
+                    crate::store::dispatch::fan_out(
+                        conn, &id, seq, &ev.body, entered, max_depth, now,
+                    )?;
                     Ok((id, Some(ev)))
                 },
                 move |(_, ev): &(String, Option<Event>)| {
@@ -305,36 +308,23 @@ fn status_of(remote: &Task, id: &str) -> TaskStatus {
     status
 }
 
-/// Queues what the status change of the mirror `head` to `status` (event
-/// `seq`) owes, and the event that announces it.
-#[allow(clippy::too_many_arguments)]
-fn announce(
-    conn: &rusqlite::Connection,
-    head: &TaskHead,
-    remote: &Task,
-    status: TaskStatus,
-    seq: i64,
-    old_state: TaskState,
-    max_depth: i64,
-    now: i64,
-) -> Result<Event, crate::store::Error> {
+/// The event that announces the status change of the mirror `head` to
+/// `status` (event `seq`).
+fn status_event(head: &TaskHead, remote: &Task, status: TaskStatus, seq: i64) -> Event {
     let state = status.state;
-    let body = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-        task_id: head.id.clone(),
-        context_id: remote.context_id.clone(),
-        status,
-        metadata: None,
-    });
-    let entered = (old_state != state).then_some(state);
-    crate::store::dispatch::fan_out(conn, &head.id, seq, &body, entered, max_depth, now)?;
-    Ok(Event {
+    Event {
         task_id: head.id.clone(),
         agent_id: head.agent_id.clone(),
         owner: head.owner.clone(),
         seq,
         state,
-        body,
-    })
+        body: StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: head.id.clone(),
+            context_id: remote.context_id.clone(),
+            status,
+            metadata: None,
+        }),
+    }
 }
 
 /// A peer's task seen for the first time: its mirror is created as it
@@ -407,16 +397,17 @@ impl FirstSight<'_> {
         let preview = crate::store::queue::preview_of_newest_first(history.iter().rev());
         let to = status.state;
         sync_turn_with(conn, &id, &head.agent_id, from, to, self.now, Some(preview))?;
-        let ev = announce(
+        // Only this write can have stored anything with the mirror: it has
+        // no push config, and its peer's chain rules are all it can fire.
+        crate::store::dispatch::fan_out_created(
             conn,
-            &head,
-            remote,
-            status,
-            1,
-            from,
+            &id,
+            crate::store::dispatch::RulesOf::Peer(self.peer_id),
+            remote.metadata.as_ref(),
+            (from != to).then_some(to),
             self.max_depth,
             self.now,
         )?;
-        Ok((id, Some(ev)))
+        Ok((id, Some(status_event(&head, remote, status, 1))))
     }
 }

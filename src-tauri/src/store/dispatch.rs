@@ -105,31 +105,41 @@ fn ancestry(conn: &Connection, task_id: &str) -> Result<Vec<String>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// `fan_out` for the events of a task created in this same transaction
-/// for the local agent `agent_id`, with `metadata`, and with no push config
+/// `fan_out` for the events of a task created in this same transaction,
+/// with `metadata`, whose chain rules are `rules`, and with no push config
 /// stored with it (a config references a stored task, so only the creating
-/// write can have added one). Only the chain rules of the state it
-/// `entered` are looked at, and its row is not read back.
+/// write can have added one; neither a served task's creation with a config
+/// sent inline nor a watched task's first sight does). Only the chain rules
+/// of the state it `entered` are looked at, and its row is not read back.
 pub fn fan_out_created(
     conn: &Connection,
     task_id: &str,
-    agent_id: &str,
+    rules: RulesOf<'_>,
     metadata: Option<&Metadata>,
     entered: Option<TaskState>,
     max_depth: i64,
     now_ms: i64,
 ) -> Result<usize> {
     let Some(state) = entered else { return Ok(0) };
-    let bodies = rule_bodies(conn, RULES_OF_AGENT, agent_id)?;
+    let bodies = rule_bodies(conn, rules)?;
     fire(conn, task_id, &bodies, state, metadata, max_depth, now_ms)
 }
 
-/// The rules a local agent's tasks can fire, and a watched peer's.
-const RULES_OF_AGENT: &str = "SELECT body FROM chain_rules WHERE agent_id = ?1";
-const RULES_OF_PEER: &str = "SELECT body FROM chain_rules WHERE peer_id = ?1";
+/// Whose chain rules a task's changes can fire.
+#[derive(Debug, Clone, Copy)]
+pub enum RulesOf<'a> {
+    /// A local agent's, for its tasks.
+    Agent(&'a str),
+    /// A watched peer's, for the mirrors of its tasks.
+    Peer(&'a str),
+}
 
-/// The stored bodies of the rules `sql` selects for `key`.
-fn rule_bodies(conn: &Connection, sql: &str, key: &str) -> Result<Vec<String>> {
+/// The stored bodies of `rules`.
+fn rule_bodies(conn: &Connection, rules: RulesOf<'_>) -> Result<Vec<String>> {
+    let (sql, key) = match rules {
+        RulesOf::Agent(id) => ("SELECT body FROM chain_rules WHERE agent_id = ?1", id),
+        RulesOf::Peer(id) => ("SELECT body FROM chain_rules WHERE peer_id = ?1", id),
+    };
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map([key], |r| r.get(0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -153,9 +163,9 @@ fn fire_rules(
     };
     let bodies = if origin == "watched" {
         let Some(peer) = peer_id else { return Ok(0) };
-        rule_bodies(conn, RULES_OF_PEER, &peer)?
+        rule_bodies(conn, RulesOf::Peer(&peer))?
     } else {
-        rule_bodies(conn, RULES_OF_AGENT, &agent_id)?
+        rule_bodies(conn, RulesOf::Agent(&agent_id))?
     };
     if bodies.is_empty() {
         return Ok(0);
