@@ -107,10 +107,11 @@ fn ancestry(conn: &Connection, task_id: &str) -> Result<Vec<String>> {
 
 /// `fan_out` for the events of a task created in this same transaction,
 /// with `metadata`, whose chain rules are `rules`, and with no push config
-/// stored with it (a config references a stored task, so only the creating
-/// write can have added one; neither a served task's creation with a config
-/// sent inline nor a watched task's first sight does). Only the chain rules
-/// of the state it `entered` are looked at, and its row is not read back.
+/// stored with it (a config names a stored task, so only the write that
+/// creates it could have added one: a served task created with a config
+/// sent inline does not come here, and a watched task's first sight adds
+/// none). Only the chain rules of the state it `entered` are looked at,
+/// and its row is not read back.
 pub fn fan_out_created(
     conn: &Connection,
     task_id: &str,
