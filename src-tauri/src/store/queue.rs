@@ -646,6 +646,13 @@ pub struct TaskSummary {
     pub parked: bool,
 }
 
+/// A page of recent tasks after the cursor `(?1, ?2)`, `?3` rows, on the
+/// index of every task's time (migration 13).
+pub(super) const RECENT_TASKS: &str =
+    "SELECT id, agent_id, state, updated_ms, parked, rowid FROM tasks
+         WHERE updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2)
+         ORDER BY updated_ms DESC, rowid DESC LIMIT ?3";
+
 /// Recent tasks of every agent, newest status first, keyset-paged on
 /// `(updated_ms, rowid)`; each with its position key.
 pub fn recent_tasks(
@@ -654,11 +661,7 @@ pub fn recent_tasks(
     before: Option<(i64, i64)>,
 ) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
     let (ms, pos) = before.unwrap_or((i64::MAX, i64::MAX));
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, agent_id, state, updated_ms, parked, rowid FROM tasks
-         WHERE updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2)
-         ORDER BY updated_ms DESC, rowid DESC LIMIT ?3",
-    )?;
+    let mut stmt = conn.prepare_cached(RECENT_TASKS)?;
     let rows = stmt.query_map(params![ms, pos, (limit + 1) as i64], |r| {
         Ok((
             r.get::<_, String>(0)?,

@@ -229,6 +229,11 @@ const MIGRATIONS: &[Step] = &[
     // (they were cleaned on every read instead, and a second cleaning can
     // change text: `a \*b\* c` is stored as `a *b* c`).
     Code(plain_previews),
+    // 13: recent tasks of every agent (`GET /api/tasks`, `countersign
+    // tasks`) are read newest first; with no index over every task's time
+    // each page scanned and sorted the whole table (14 ms at 20,000 tasks).
+    // The entry costs a new task about 1% of its write.
+    Sql("CREATE INDEX tasks_recent ON tasks(updated_ms);"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
@@ -433,6 +438,17 @@ mod tests {
                 "{index} is not used:\n{plan}"
             );
         }
+    }
+
+    /// A page of recent tasks walks an index newest first, from its cursor,
+    /// rather than sorting every task.
+    #[test]
+    fn recent_tasks_walk_an_index_without_sorting() {
+        let (_dir, path, mut c) = at_version(0);
+        migrate(&mut c, &path).unwrap();
+        let plan = plan(&c, super::super::queue::RECENT_TASKS, &[10, 10, 51]);
+        assert!(plan.contains("USING INDEX tasks_recent"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
 
     /// Writing a task tests the partial indexes' conditions; none of them
