@@ -384,9 +384,21 @@ pub fn load(
     history: Option<usize>,
     include_artifacts: bool,
 ) -> Result<Option<(TaskHead, Task)>> {
-    load_stored(conn, id, history, include_artifacts)?
-        .map(|(head, stored)| Ok((head, stored.parse()?)))
-        .transpose()
+    let Some((head, bodies)) = load_bodies(conn, id, history, include_artifacts)? else {
+        return Ok(None);
+    };
+    let task = task_of(
+        &head.id,
+        &head.context_id,
+        &bodies.status,
+        bodies
+            .artifacts
+            .as_ref()
+            .map(|a| a.iter().map(String::as_str)),
+        bodies.history.iter().map(String::as_str),
+        bodies.metadata.as_deref(),
+    )?;
+    Ok(Some((head, task)))
 }
 
 /// A task with its status, history, artifacts and metadata left in the
@@ -414,27 +426,36 @@ pub struct StoredTask {
 impl StoredTask {
     /// The task, parsed (for the dialects that reshape it).
     pub fn parse(&self) -> Result<Task> {
-        Ok(Task {
-            id: self.id.clone(),
-            context_id: self.context_id.clone(),
-            status: from_json(self.status.get())?,
-            artifacts: self
-                .artifacts
-                .as_ref()
-                .map(|a| a.iter().map(|b| from_json(b.get())).collect::<Result<_>>())
-                .transpose()?,
-            history: self
-                .history
-                .iter()
-                .map(|b| from_json(b.get()))
-                .collect::<Result<_>>()?,
-            metadata: self
-                .metadata
-                .as_ref()
-                .map(|m| from_json(m.get()))
-                .transpose()?,
-        })
+        task_of(
+            &self.id,
+            &self.context_id,
+            self.status.get(),
+            self.artifacts.as_ref().map(|a| a.iter().map(|b| b.get())),
+            self.history.iter().map(|b| b.get()),
+            self.metadata.as_deref().map(RawValue::get),
+        )
     }
+}
+
+/// Parses a task's stored bodies into a [`Task`].
+fn task_of<'a>(
+    id: &str,
+    context_id: &str,
+    status: &str,
+    artifacts: Option<impl Iterator<Item = &'a str>>,
+    history: impl Iterator<Item = &'a str>,
+    metadata: Option<&str>,
+) -> Result<Task> {
+    Ok(Task {
+        id: id.to_owned(),
+        context_id: context_id.to_owned(),
+        status: from_json(status)?,
+        artifacts: artifacts
+            .map(|a| a.map(from_json).collect::<Result<_>>())
+            .transpose()?,
+        history: history.map(from_json).collect::<Result<_>>()?,
+        metadata: metadata.map(from_json).transpose()?,
+    })
 }
 
 /// A whole task, its JSON as stored: see [`StoredTask`]. `history`:
@@ -445,6 +466,44 @@ pub fn load_stored(
     history: Option<usize>,
     include_artifacts: bool,
 ) -> Result<Option<(TaskHead, StoredTask)>> {
+    let Some((head, bodies)) = load_bodies(conn, id, history, include_artifacts)? else {
+        return Ok(None);
+    };
+    let task = StoredTask {
+        id: head.id.clone(),
+        context_id: head.context_id.clone(),
+        status: raw_json(bodies.status)?,
+        artifacts: bodies
+            .artifacts
+            .map(|a| a.into_iter().map(raw_json).collect::<Result<_>>())
+            .transpose()?,
+        history: bodies
+            .history
+            .into_iter()
+            .map(raw_json)
+            .collect::<Result<_>>()?,
+        metadata: bodies.metadata.map(raw_json).transpose()?,
+    };
+    Ok(Some((head, task)))
+}
+
+/// A task's stored JSON bodies, as read: [`load`] parses them,
+/// [`load_stored`] checks and keeps them. One reader for both, so neither
+/// pays for the other's reading.
+struct Bodies {
+    status: String,
+    metadata: Option<String>,
+    /// Oldest first.
+    history: Vec<String>,
+    artifacts: Option<Vec<String>>,
+}
+
+fn load_bodies(
+    conn: &Connection,
+    id: &str,
+    history: Option<usize>,
+    include_artifacts: bool,
+) -> Result<Option<(TaskHead, Bodies)>> {
     let row = conn
         .prepare_cached(&format!(
             "SELECT {HEAD_COLUMNS}, status, metadata FROM tasks WHERE id = ?1"
@@ -468,11 +527,9 @@ pub fn load_stored(
             let mut stmt = conn.prepare_cached(
                 "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
             )?;
-            let rows = stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?;
-            let mut msgs = Vec::new();
-            for body in rows {
-                msgs.push(raw_json(body?)?);
-            }
+            let mut msgs = stmt
+                .query_map(params![id, limit], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
             msgs.reverse();
             msgs
         }
@@ -480,24 +537,22 @@ pub fn load_stored(
     let artifacts = if include_artifacts {
         let mut stmt =
             conn.prepare_cached("SELECT body FROM artifacts WHERE task_id = ?1 ORDER BY ord")?;
-        let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
-        let mut out = Vec::new();
-        for body in rows {
-            out.push(raw_json(body?)?);
-        }
-        Some(out)
+        let rows = stmt
+            .query_map([id], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Some(rows)
     } else {
         None
     };
-    let task = StoredTask {
-        id: head.id.clone(),
-        context_id: head.context_id.clone(),
-        status: raw_json(status)?,
-        artifacts,
-        history,
-        metadata: metadata.map(raw_json).transpose()?,
-    };
-    Ok(Some((head, task)))
+    Ok(Some((
+        head,
+        Bodies {
+            status,
+            metadata,
+            history,
+            artifacts,
+        },
+    )))
 }
 
 fn raw_json(s: String) -> Result<Box<RawValue>> {
@@ -772,5 +827,33 @@ mod tests {
             Err(Error::Corrupt(m)) => assert!(m.contains("stored JSON"), "{m}"),
             other => panic!("expected corrupt, got {other:?}"),
         }
+        match load(&conn, "t", None, true) {
+            Err(Error::Corrupt(m)) => assert!(m.contains("stored JSON"), "{m}"),
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_stored_message_that_is_not_json_is_corrupt_in_both_readers() {
+        let (_dir, conn) = migrated();
+        conn.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES ('t', 'a', 'o', 'c', 2, '{\"state\":\"TASK_STATE_WORKING\"}', 1, 1);
+             INSERT INTO messages (task_id, seq, message_id, body) VALUES ('t', 1, 'm', '{\"role\":');",
+        )
+        .unwrap();
+        assert!(matches!(
+            load_stored(&conn, "t", Some(0), false),
+            Ok(Some(_))
+        ));
+        assert!(matches!(load(&conn, "t", Some(0), false), Ok(Some(_))));
+        assert!(matches!(
+            load_stored(&conn, "t", None, false),
+            Err(Error::Corrupt(_))
+        ));
+        assert!(matches!(
+            load(&conn, "t", None, false),
+            Err(Error::Corrupt(_))
+        ));
     }
 }
