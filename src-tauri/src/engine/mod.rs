@@ -907,7 +907,7 @@ impl Engine {
             .inner
             .store
             .read_point(|conn| tasks::head(conn, task_id))?;
-        head.filter(|h| h.agent_id == agent.id() && h.owner == owner)
+        head.filter(|h| owns(h, agent, owner))
             .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
     }
 
@@ -1254,8 +1254,14 @@ fn owned<T>(
     task_id: &str,
 ) -> Result<(TaskHead, T), Error> {
     found
-        .filter(|(h, _)| h.agent_id == agent.id() && h.owner == owner)
+        .filter(|(h, _)| owns(h, agent, owner))
         .ok_or_else(|| Error::TaskNotFound(task_id.to_owned()))
+}
+
+/// Whether a task is `agent`'s and `owner`'s: the one rule every read and
+/// change of a task by id checks.
+fn owns(head: &TaskHead, agent: &Agent, owner: &str) -> bool {
+    head.agent_id == agent.id() && head.owner == owner
 }
 
 fn history_arg(h: Option<i32>) -> Result<Option<usize>, Error> {
