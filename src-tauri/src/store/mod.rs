@@ -61,6 +61,16 @@ pub enum Durability {
     Full,
 }
 
+/// Reads on the blocking pool at once ([`Store::read`]). Each read holds a
+/// connection with its own page cache; without a bound, a burst of 32
+/// searches or pages opened 32 connections (24 beyond the kept ones, each
+/// opened and closed again) and grew the process by tens of MiB.
+const BLOCKING_READS: usize = 8;
+
+/// Read connections kept open between reads: the blocking reads' plus
+/// room for point reads ([`Store::read_point`]) on the async workers.
+const KEPT_READERS: usize = BLOCKING_READS + 8;
+
 /// Handle to the database: cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -74,6 +84,8 @@ struct Inner {
     /// Notified after each commit that queued outbox items.
     outbox_queued: Arc<tokio::sync::Notify>,
     readers: Mutex<Vec<Connection>>,
+    /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
+    blocking_reads: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
     durability: Durability,
 }
@@ -104,6 +116,7 @@ impl Store {
                 commits,
                 outbox_queued,
                 readers: Mutex::new(Vec::new()),
+                blocking_reads: Arc::new(tokio::sync::Semaphore::new(BLOCKING_READS)),
                 path: path.to_path_buf(),
                 durability,
             }),
@@ -155,16 +168,30 @@ impl Store {
             .await
     }
 
-    /// Runs `f` on a read connection on the blocking pool.
+    /// Runs `f` on a read connection on the blocking pool, at most
+    /// [`BLOCKING_READS`] at once; later reads wait for a turn.
     pub async fn read<R, F>(&self, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.with_reader(f))
+        let permit = self
+            .inner
+            .blocking_reads
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(|e| Error::Corrupt(format!("reader task failed: {e}")))?
+            .map_err(|e| Error::Corrupt(format!("reader permits closed: {e}")))?;
+        let inner = self.inner.clone();
+        // The permit goes with the read: a caller that stops waiting does
+        // not free it while the read still runs.
+        tokio::task::spawn_blocking(move || {
+            let out = inner.with_reader(f);
+            drop(permit);
+            out
+        })
+        .await
+        .map_err(|e| Error::Corrupt(format!("reader task failed: {e}")))?
     }
 
     /// Runs `f` on a read connection on the current thread, even an async
@@ -219,7 +246,7 @@ impl Inner {
         };
         let out = f(&conn);
         if let Ok(mut readers) = self.readers.lock()
-            && readers.len() < 8
+            && readers.len() < KEPT_READERS
         {
             readers.push(conn);
         }
@@ -282,4 +309,43 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
         true,
     )?;
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_reads_take_turns_beyond_their_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let reads = (0..4 * BLOCKING_READS).map(|_| {
+            let (store, running, most) = (store.clone(), running.clone(), most.clone());
+            tokio::spawn(async move {
+                store
+                    .read(move |conn| {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(20));
+                        let n: i64 =
+                            conn.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))?;
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        Ok(n)
+                    })
+                    .await
+            })
+        });
+        for read in reads.collect::<Vec<_>>() {
+            assert_eq!(read.await.unwrap().unwrap(), 0);
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!(most > 1, "reads ran one at a time");
+        assert!(most <= BLOCKING_READS, "{most} reads ran at once");
+        let kept = store.inner.readers.lock().unwrap().len();
+        assert!((1..=KEPT_READERS).contains(&kept), "{kept} readers kept");
+    }
 }
