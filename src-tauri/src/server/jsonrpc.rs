@@ -467,8 +467,9 @@ async fn respond(
     };
     if let Outcome::Stream(events) = outcome {
         let stream = events.map(move |item| {
-            let data =
-                json!({"jsonrpc": "2.0", "id": id, "result": item.render(dialect)}).to_string();
+            let data = item
+                .to_json(dialect, Some(&id))
+                .unwrap_or_else(|e| error_body(&id, &e).to_string());
             Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
         });
         return Sse::new(stream)
@@ -477,9 +478,7 @@ async fn respond(
     }
     let text = match dialect {
         Dialect::V1 => outcome.to_v1_json(Some(&id)),
-        old => outcome
-            .to_old(old)
-            .map(|result| json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()),
+        old => outcome.to_old_json(old, Some(&id)),
     };
     match text {
         Ok(text) => (

@@ -60,6 +60,26 @@ struct RpcResult<'a, T> {
     result: T,
 }
 
+/// `result` as JSON text; `id` given: wrapped in a JSON-RPC response with
+/// that id. Written straight into one buffer: `json!` around a `Value`
+/// copies it whole first (a third of a 0.3 GetTask), and `Value`'s
+/// `to_string` writes through a formatter.
+fn json_text<T: serde::Serialize>(id: Option<&Value>, result: &T) -> Result<String, Error> {
+    // A task answered is about a kilobyte.
+    match id {
+        Some(id) => to_json_sized(
+            &RpcResult {
+                jsonrpc: "2.0",
+                id,
+                result,
+            },
+            1024,
+        ),
+        None => to_json_sized(result, 1024),
+    }
+    .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
+}
+
 /// An outcome's v1.0 result, serialised as the type it holds.
 struct V1<'a>(&'a Outcome);
 
@@ -108,19 +128,13 @@ impl Outcome {
         if matches!(self, Outcome::Stream(_)) {
             return Err(Error::Internal("a stream has no single result".into()));
         }
-        // A task answered is about a kilobyte.
-        match id {
-            Some(id) => to_json_sized(
-                &RpcResult {
-                    jsonrpc: "2.0",
-                    id,
-                    result: V1(self),
-                },
-                1024,
-            ),
-            None => to_json_sized(&V1(self), 1024),
-        }
-        .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
+        json_text(id, &V1(self))
+    }
+
+    /// [`Outcome::to_old`] as text; `id` given: wrapped in a JSON-RPC
+    /// response with that id.
+    pub fn to_old_json(&self, dialect: Dialect, id: Option<&Value>) -> Result<String, Error> {
+        json_text(id, &self.to_old(dialect)?)
     }
 
     /// The result in an older dialect's JSON-RPC shapes. Tasks created by a
@@ -160,11 +174,20 @@ pub struct StreamItem {
 }
 
 impl StreamItem {
-    /// The event in `dialect`. A pre-0.3 stream carries only update events,
-    /// so its opening task snapshot becomes a status update.
-    pub fn render(&self, dialect: Dialect) -> Value {
+    /// The event in `dialect` as text; `id` given: wrapped in a JSON-RPC
+    /// response with that id. A v1.0 event is written from its type.
+    pub fn to_json(&self, dialect: Dialect, id: Option<&Value>) -> Result<String, Error> {
+        match dialect {
+            Dialect::V1 => json_text(id, &self.event),
+            old => json_text(id, &self.render_old(old)),
+        }
+    }
+
+    /// The event in an older dialect's shapes. A pre-0.3 stream carries
+    /// only update events, so its opening task snapshot becomes a status
+    /// update.
+    fn render_old(&self, dialect: Dialect) -> Value {
         match (dialect, &self.event) {
-            (Dialect::V1, ev) => serde_json::to_value(ev).unwrap_or(Value::Null),
             (Dialect::Legacy, StreamResponse::Task(t)) => v0_3::encode_event(
                 &StreamResponse::StatusUpdate(crate::a2a::types::TaskStatusUpdateEvent {
                     task_id: t.id.clone(),

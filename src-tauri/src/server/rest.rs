@@ -26,17 +26,21 @@ pub fn error_response(e: &Error, a2a_json: bool) -> Response {
     error_response_with(e, status, a2a_json)
 }
 
-/// The error body for `e` under an HTTP status of the binding's choosing.
-fn error_response_with(e: &Error, status: StatusCode, a2a_json: bool) -> Response {
-    let body = json!({
+/// The binding's error object for `e` under `status`.
+fn error_body(e: &Error, status: StatusCode) -> serde_json::Value {
+    json!({
         "error": {
             "code": status.as_u16(),
             "status": e.grpc_status(),
             "message": e.to_string(),
             "details": e.details(),
         }
-    });
-    let mut resp = (status, body.to_string()).into_response();
+    })
+}
+
+/// The error body for `e` under an HTTP status of the binding's choosing.
+fn error_response_with(e: &Error, status: StatusCode, a2a_json: bool) -> Response {
+    let mut resp = (status, error_body(e, status).to_string()).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, content_type(a2a_json));
     if let Some(s) = e.retry_after() {
@@ -286,7 +290,11 @@ pub async fn handle(
     match ops::execute(&state, &agent, &owner, op, &base, Dialect::V1).await {
         Ok(Outcome::Stream(events)) => {
             let stream = events.map(|item| {
-                let data = item.render(Dialect::V1).to_string();
+                let data = item.to_json(Dialect::V1, None).unwrap_or_else(|e| {
+                    let status = StatusCode::from_u16(e.http_status())
+                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                    error_body(&e, status).to_string()
+                });
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
             Sse::new(stream)
