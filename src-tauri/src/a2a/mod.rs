@@ -38,6 +38,17 @@ pub fn from_value_traced<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// [`from_value_traced`] for JSON text: read straight into a `T`, and
+/// again with the path tracked only when that fails.
+pub fn from_str_traced<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
+    match serde_json::from_str(text) {
+        Ok(t) => Ok(t),
+        Err(_) => serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)),
+    }
+}
+
 /// `value` as JSON text, written into a buffer of `capacity` bytes to start
 /// with: sized for what is written, it spares the growth from serde_json's
 /// 128 bytes (an answered task is about a kilobyte).

@@ -389,7 +389,7 @@ impl A2aClient {
         op: &Operation<'_>,
         endpoint: &Endpoint,
         auth: &PeerAuth,
-    ) -> Result<serde_json::Value, ClientError> {
+    ) -> Result<operation::Answer, ClientError> {
         let call = operation::build(op, endpoint)?;
         let headers = auth.header_map()?;
         let shown = call.url.to_string();
@@ -409,12 +409,9 @@ impl A2aClient {
                 snippet(&bytes)
             )));
         }
-        let v = serde_json::from_slice(&bytes).map_err(|e| {
-            ClientError::Protocol(format!("the answer from {shown} is not JSON ({e})"))
-        })?;
         match &call.rpc_id {
-            Some(id) => operation::rpc_result(v, Some(id)),
-            None => Ok(v),
+            Some(id) => operation::rpc_answer(&bytes, id, &shown),
+            None => operation::body_answer(&bytes, &shown),
         }
     }
 

@@ -5,7 +5,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use reqwest::Method;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use url::Url;
 
@@ -263,6 +265,66 @@ pub(crate) fn subscribe_fallback(call: &HttpCall) -> Option<HttpCall> {
     })
 }
 
+/// A unary call's answer: the JSON-RPC `result`, or the HTTP+JSON body.
+/// Kept as text, so that a 1.0 answer is read straight into its type.
+pub(crate) type Answer = Box<RawValue>;
+
+/// The members of a JSON-RPC answer that the client reads.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    /// `Some` whenever the member is there, `null` included.
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// A member that is there, even as `null`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// The `result` of a JSON-RPC answer's text, as [`rpc_result`] reads it
+/// from a `Value`: an answer with an `error`, or one that is not a plain
+/// object, is read by it, so that every error is the same. `shown` names
+/// the peer in the error for text that is not JSON.
+pub(crate) fn rpc_answer(bytes: &[u8], id: &Value, shown: &str) -> Result<Answer, ClientError> {
+    // A derived struct also reads a JSON array; an answer must be an object.
+    let object = bytes.trim_ascii_start().first() == Some(&b'{');
+    let plain = object
+        .then(|| serde_json::from_slice::<Envelope>(bytes).ok())
+        .flatten()
+        .filter(|e| e.error.is_none_or(|e| e.get() == "null"));
+    let Some(answer) = plain else {
+        let v = serde_json::from_slice(bytes).map_err(|e| not_json(shown, e))?;
+        let result = rpc_result(v, Some(id))?;
+        return serde_json::value::to_raw_value(&result).map_err(|e| not_json(shown, e));
+    };
+    if let Some(got) = &answer.id
+        && got != id
+    {
+        return Err(ClientError::Protocol(format!(
+            "the JSON-RPC answer is for request {got}, not {id}"
+        )));
+    }
+    answer.result.map(RawValue::to_owned).ok_or_else(|| {
+        ClientError::Protocol("the JSON-RPC answer has neither `result` nor `error`".into())
+    })
+}
+
+/// An HTTP+JSON answer's body.
+pub(crate) fn body_answer(bytes: &[u8], shown: &str) -> Result<Answer, ClientError> {
+    serde_json::from_slice(bytes).map_err(|e| not_json(shown, e))
+}
+
+fn not_json(shown: &str, e: serde_json::Error) -> ClientError {
+    ClientError::Protocol(format!("the answer from {shown} is not JSON ({e})"))
+}
+
 /// The payload of a JSON-RPC answer: its `result`, or its `error` as
 /// [`ClientError::Remote`]. `id` is what the answer must echo (`None` for
 /// stream events, whose ids are not checked).
@@ -295,43 +357,63 @@ fn v1_value<T: DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError>
     crate::a2a::from_value_traced(v).map_err(|e| shape(what, e))
 }
 
+/// A 1.0 answer, read from its text into its type.
+fn v1_answer<T: DeserializeOwned>(a: &RawValue, what: &str) -> Result<T, ClientError> {
+    crate::a2a::from_str_traced(a.get()).map_err(|e| shape(what, e))
+}
+
+/// An older dialect's answer as a `Value`, for its decoders.
+fn old_answer(a: &RawValue, what: &str) -> Result<Value, ClientError> {
+    serde_json::from_str(a.get()).map_err(|e| shape(what, e))
+}
+
 /// A SendMessage answer (the JSON-RPC `result` or the HTTP+JSON body).
-pub(crate) fn decode_send(v: Value, ep: &Endpoint) -> Result<SendMessageResponse, ClientError> {
+pub(crate) fn decode_send(a: Answer, ep: &Endpoint) -> Result<SendMessageResponse, ClientError> {
     const WHAT: &str = "send answer";
-    match (ep.dialect, ep.binding) {
-        (Dialect::V1, _) => v1_value(v, WHAT),
-        (_, Binding::JsonRpc) => match v0_3::decode_event(&v).map_err(|e| shape(WHAT, e))? {
+    if ep.dialect == Dialect::V1 {
+        return v1_answer(&a, WHAT);
+    }
+    let v = old_answer(&a, WHAT)?;
+    match ep.binding {
+        Binding::JsonRpc => match v0_3::decode_event(&v).map_err(|e| shape(WHAT, e))? {
             StreamResponse::Task(t) => Ok(SendMessageResponse::Task(t)),
             StreamResponse::Message(m) => Ok(SendMessageResponse::Message(m)),
             _ => Err(shape(WHAT, "it is neither a task nor a message")),
         },
-        (_, Binding::HttpJson) => v0_3_rest::decode_send_response(&v).map_err(|e| shape(WHAT, e)),
+        Binding::HttpJson => v0_3_rest::decode_send_response(&v).map_err(|e| shape(WHAT, e)),
     }
 }
 
 /// A Task answer (GetTask, CancelTask).
-pub(crate) fn decode_task(v: Value, ep: &Endpoint) -> Result<Task, ClientError> {
+pub(crate) fn decode_task(a: Answer, ep: &Endpoint) -> Result<Task, ClientError> {
     const WHAT: &str = "task";
-    match (ep.dialect, ep.binding) {
-        (Dialect::V1, _) => v1_value(v, WHAT),
-        (_, Binding::JsonRpc) => v0_3::decode_task(&v).map_err(|e| shape(WHAT, e)),
-        (_, Binding::HttpJson) => v0_3_rest::decode_task(&v).map_err(|e| shape(WHAT, e)),
+    if ep.dialect == Dialect::V1 {
+        return v1_answer(&a, WHAT);
+    }
+    let v = old_answer(&a, WHAT)?;
+    match ep.binding {
+        Binding::JsonRpc => v0_3::decode_task(&v).map_err(|e| shape(WHAT, e)),
+        Binding::HttpJson => v0_3_rest::decode_task(&v).map_err(|e| shape(WHAT, e)),
     }
 }
 
 /// A push config answer; 0.3 REST bodies name the task only in `name`, so
 /// the task id of the request fills it in.
 pub(crate) fn decode_push_config(
-    v: Value,
+    a: Answer,
     ep: &Endpoint,
     task_id: &str,
 ) -> Result<TaskPushNotificationConfig, ClientError> {
     const WHAT: &str = "push notification config";
-    let mut c: TaskPushNotificationConfig = match (ep.dialect, ep.binding) {
-        (Dialect::V1, _) => v1_value(v, WHAT)?,
-        (_, Binding::JsonRpc) => v0_3::decode_push_config(&v).map_err(|e| shape(WHAT, e))?,
-        (_, Binding::HttpJson) => {
-            v0_3_rest::decode_push_config(&v, task_id).map_err(|e| shape(WHAT, e))?
+    let mut c: TaskPushNotificationConfig = if ep.dialect == Dialect::V1 {
+        v1_answer(&a, WHAT)?
+    } else {
+        let v = old_answer(&a, WHAT)?;
+        match ep.binding {
+            Binding::JsonRpc => v0_3::decode_push_config(&v).map_err(|e| shape(WHAT, e))?,
+            Binding::HttpJson => {
+                v0_3_rest::decode_push_config(&v, task_id).map_err(|e| shape(WHAT, e))?
+            }
         }
     };
     if c.task_id.is_none() {
@@ -488,6 +570,61 @@ mod tests {
             ),
             Err(ClientError::Unsupported(_))
         ));
+    }
+
+    /// The text reader gives every answer what the `Value` reader gives.
+    #[test]
+    fn rpc_answer_texts_unwrap_as_their_values_do() {
+        let id = json!("countersign-1");
+        let answers = [
+            r#"{"jsonrpc":"2.0","id":"countersign-1","result":{"x":1,"y":[true,null]}}"#,
+            r#"{"result":{"x":1},"id":"countersign-1","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1","result":null}"#,
+            r#"{"jsonrpc":"2.0","result":{"no":"id"}}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1","error":null,"result":{"x":1}}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1","error":"odd","result":{"x":1}}"#,
+            r#"{"jsonrpc":"2.0","id":"other","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1","error":{"code":-32001,"message":"nope"}}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1","error":{"code":-32001,"message":"nope"},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1"}"#,
+            r#"{"jsonrpc":"2.0","id":"countersign-1","result":1,"result":2}"#,
+            r#"[1,2]"#,
+            r#""text""#,
+        ];
+        for text in answers {
+            let by_value = rpc_result(serde_json::from_str(text).unwrap(), Some(&id));
+            let by_text = rpc_answer(text.as_bytes(), &id, "peer")
+                .map(|a| serde_json::from_str::<Value>(a.get()).unwrap());
+            assert_eq!(format!("{by_text:?}"), format!("{by_value:?}"), "{text}");
+        }
+        for text in ["", "{", "{\"result\":1} x", "nope"] {
+            match rpc_answer(text.as_bytes(), &id, "http://peer/") {
+                Err(ClientError::Protocol(m)) => {
+                    assert!(
+                        m.starts_with("the answer from http://peer/ is not JSON"),
+                        "{m}"
+                    )
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_1_0_answer_that_does_not_fit_names_the_member() {
+        let v1 = ep(Binding::JsonRpc, Dialect::V1, None);
+        let good = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"},"history":[{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}]}"#;
+        let task = decode_task(RawValue::from_string(good.into()).unwrap(), &v1).unwrap();
+        assert_eq!(task.history[0].parts.len(), 1);
+        let bad = good.replace(r#"[{"text":"hi"}]"#, r#""oops""#);
+        match decode_task(RawValue::from_string(bad).unwrap(), &v1) {
+            Err(ClientError::Protocol(m)) => {
+                assert!(m.starts_with("unexpected task: history[0].parts: "), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
