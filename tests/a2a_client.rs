@@ -132,7 +132,7 @@ async fn serve(router: Router) -> String {
 
 fn endpoint(url: &str, binding: Binding, dialect: Dialect) -> Endpoint {
     Endpoint {
-        url: url.to_owned(),
+        url: url.parse().unwrap(),
         binding,
         dialect,
         tenant: None,
@@ -176,7 +176,7 @@ async fn discovery_from_the_host_root_reads_the_first_agents_card() {
     let s = Server::start(Some(TCK_CONFIG));
     let card = client().discover(&s.base, &no_auth()).await.unwrap();
     assert_eq!(card.source, s.url("/.well-known/agent-card.json"));
-    assert_eq!(card.chosen.url, s.url("/a2a/tck"));
+    assert_eq!(card.chosen.url.as_str(), s.url("/a2a/tck"));
     assert_eq!(card.chosen.dialect, Dialect::V1);
 }
 

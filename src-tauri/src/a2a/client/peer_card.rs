@@ -46,8 +46,8 @@ impl Binding {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// The interface URL from the card (JSON-RPC posts here; HTTP+JSON
-    /// routes hang below it).
-    pub url: String,
+    /// routes hang below it), parsed once when the card is read.
+    pub url: Url,
     pub binding: Binding,
     /// `V1` or `V03` (the pre-0.3 dialect is not spoken as a client).
     pub dialect: Dialect,
@@ -90,12 +90,12 @@ impl PeerCard {
             return Err(bad("the card is not a JSON object"));
         };
         let base = Url::parse(source).ok();
-        let absolute = |u: &str| -> Option<String> {
+        let absolute = |u: &str| -> Option<Url> {
             let joined = match &base {
                 Some(b) => b.join(u).ok()?,
                 None => Url::parse(u).ok()?,
             };
-            matches!(joined.scheme(), "http" | "https").then(|| joined.to_string())
+            matches!(joined.scheme(), "http" | "https").then_some(joined)
         };
         let mut v1 = Vec::new();
         let mut v03 = Vec::new();
