@@ -5,6 +5,7 @@
 //! with a message that names the field); `encode_*` render v1.0 values in the
 //! old dialect. For everything v0.3 can express, `decode(encode(x)) == x`.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::Error;
@@ -173,50 +174,88 @@ pub fn decode_part(v: &Value) -> Result<Part, Error> {
 /// media type on a text or data part has no place in v0.3 and is kept in
 /// the part's metadata under `mediaType`.
 pub fn encode_part(p: &Part, dialect: Dialect) -> Value {
-    let tag = if dialect == Dialect::Legacy {
-        "type"
-    } else {
-        "kind"
-    };
-    let mut out = Map::new();
-    let mut metadata = p.metadata.clone();
-    match &p.content {
-        PartContent::Text(t) => {
-            out.insert(tag.into(), json!("text"));
-            out.insert("text".into(), json!(t));
-        }
-        PartContent::Data(d) => {
-            out.insert(tag.into(), json!("data"));
-            out.insert("data".into(), d.clone());
-        }
-        PartContent::Raw(_) | PartContent::Url(_) => {
-            out.insert(tag.into(), json!("file"));
-            let mut f = Map::new();
-            if let Some(n) = &p.filename {
-                f.insert("name".into(), json!(n));
+    to_value(&Old(p, dialect))
+}
+
+impl Serialize for Old<'_, Part> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Old(p, dialect) = *self;
+        let tag = if dialect == Dialect::Legacy {
+            "type"
+        } else {
+            "kind"
+        };
+        let mut out = s.serialize_map(None)?;
+        match &p.content {
+            PartContent::Text(t) => {
+                out.serialize_entry(tag, "text")?;
+                out.serialize_entry("text", t)?;
             }
-            if let Some(t) = &p.media_type {
-                f.insert("mimeType".into(), json!(t));
+            PartContent::Data(d) => {
+                out.serialize_entry(tag, "data")?;
+                out.serialize_entry("data", d)?;
             }
-            match &p.content {
-                PartContent::Raw(b) => f.insert("bytes".into(), json!(b)),
-                PartContent::Url(u) => f.insert("uri".into(), json!(u)),
-                _ => None,
-            };
-            out.insert("file".into(), Value::Object(f));
+            PartContent::Raw(_) | PartContent::Url(_) => {
+                out.serialize_entry(tag, "file")?;
+                out.serialize_entry("file", &File(p))?;
+            }
         }
+        let media = match p.content {
+            PartContent::Text(_) | PartContent::Data(_) => p.media_type.as_deref(),
+            _ => None,
+        };
+        match (&p.metadata, media) {
+            (md, Some(t)) => out.serialize_entry("metadata", &WithMediaType(md.as_ref(), t))?,
+            (Some(md), None) => out.serialize_entry("metadata", md)?,
+            (None, None) => {}
+        }
+        out.end()
     }
-    if matches!(p.content, PartContent::Text(_) | PartContent::Data(_))
-        && let Some(t) = &p.media_type
-    {
-        metadata
-            .get_or_insert_with(Map::new)
-            .insert("mediaType".into(), json!(t));
+}
+
+/// A raw or URL part's `file` object.
+struct File<'a>(&'a Part);
+
+impl Serialize for File<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.0;
+        let mut f = s.serialize_map(None)?;
+        if let Some(n) = &p.filename {
+            f.serialize_entry("name", n)?;
+        }
+        if let Some(t) = &p.media_type {
+            f.serialize_entry("mimeType", t)?;
+        }
+        match &p.content {
+            PartContent::Raw(b) => f.serialize_entry("bytes", b)?,
+            PartContent::Url(u) => f.serialize_entry("uri", u)?,
+            _ => {}
+        }
+        f.end()
     }
-    if let Some(md) = metadata {
-        out.insert("metadata".into(), Value::Object(md));
+}
+
+/// A text or data part's metadata with its media type set under
+/// `mediaType` (in place of one already there, else last).
+struct WithMediaType<'a>(Option<&'a Map<String, Value>>, &'a str);
+
+impl Serialize for WithMediaType<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_map(None)?;
+        let mut written = false;
+        for (k, v) in self.0.into_iter().flatten() {
+            if k == "mediaType" {
+                out.serialize_entry(k, self.1)?;
+                written = true;
+            } else {
+                out.serialize_entry(k, v)?;
+            }
+        }
+        if !written {
+            out.serialize_entry("mediaType", self.1)?;
+        }
+        out.end()
     }
-    Value::Object(out)
 }
 
 /// Restores the media type of a text/data part kept in metadata by
@@ -279,115 +318,152 @@ pub fn decode_message(v: &Value, dialect: Dialect) -> Result<Message, Error> {
 
 /// Encodes a message for v0.3 or the legacy dialect.
 pub fn encode_message(msg: &Message, dialect: Dialect) -> Value {
-    let mut out = Map::new();
-    if dialect == Dialect::V03 {
-        out.insert("kind".into(), json!("message"));
-    }
-    out.insert("messageId".into(), json!(msg.message_id));
-    if dialect == Dialect::V03 {
-        if let Some(c) = &msg.context_id {
-            out.insert("contextId".into(), json!(c));
+    to_value(&Old(msg, dialect))
+}
+
+impl Serialize for Old<'_, Message> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Old(msg, dialect) = *self;
+        let v03 = dialect == Dialect::V03;
+        let mut out = s.serialize_map(None)?;
+        if v03 {
+            out.serialize_entry("kind", "message")?;
         }
-        if let Some(t) = &msg.task_id {
-            out.insert("taskId".into(), json!(t));
+        out.serialize_entry("messageId", &msg.message_id)?;
+        if v03 {
+            if let Some(c) = &msg.context_id {
+                out.serialize_entry("contextId", c)?;
+            }
+            if let Some(t) = &msg.task_id {
+                out.serialize_entry("taskId", t)?;
+            }
         }
-    }
-    out.insert(
-        "role".into(),
-        json!(match msg.role {
+        let role = match msg.role {
             Role::User => "user",
             Role::Agent => "agent",
-        }),
-    );
-    out.insert(
-        "parts".into(),
-        Value::Array(msg.parts.iter().map(|p| encode_part(p, dialect)).collect()),
-    );
-    if let Some(md) = &msg.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    if dialect == Dialect::V03 {
-        if !msg.extensions.is_empty() {
-            out.insert("extensions".into(), json!(msg.extensions));
+        };
+        out.serialize_entry("role", role)?;
+        out.serialize_entry("parts", &Each(&msg.parts, dialect))?;
+        if let Some(md) = &msg.metadata {
+            out.serialize_entry("metadata", md)?;
         }
-        if !msg.reference_task_ids.is_empty() {
-            out.insert("referenceTaskIds".into(), json!(msg.reference_task_ids));
+        if v03 {
+            if !msg.extensions.is_empty() {
+                out.serialize_entry("extensions", &msg.extensions)?;
+            }
+            if !msg.reference_task_ids.is_empty() {
+                out.serialize_entry("referenceTaskIds", &msg.reference_task_ids)?;
+            }
         }
+        out.end()
     }
-    Value::Object(out)
 }
 
 // ---------------------------------------------------------------- tasks
 
 fn encode_status(s: &TaskStatus, dialect: Dialect) -> Value {
-    let mut out = Map::new();
-    out.insert("state".into(), json!(state_name(s.state)));
-    if let Some(m) = &s.message {
-        out.insert("message".into(), encode_message(m, dialect));
+    to_value(&Old(s, dialect))
+}
+
+impl Serialize for Old<'_, TaskStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Old(status, dialect) = *self;
+        let mut out = s.serialize_map(None)?;
+        out.serialize_entry("state", state_name(status.state))?;
+        if let Some(m) = &status.message {
+            out.serialize_entry("message", &Old(m, dialect))?;
+        }
+        if let Some(t) = &status.timestamp {
+            out.serialize_entry("timestamp", t)?;
+        }
+        out.end()
     }
-    if let Some(t) = &s.timestamp {
-        out.insert("timestamp".into(), json!(t));
-    }
-    Value::Object(out)
 }
 
 fn encode_artifact(a: &Artifact, dialect: Dialect) -> Value {
-    let mut out = Map::new();
-    if dialect == Dialect::V03 {
-        out.insert("artifactId".into(), json!(a.artifact_id));
+    to_value(&Old(a, dialect))
+}
+
+impl Serialize for Old<'_, Artifact> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Old(a, dialect) = *self;
+        let mut out = s.serialize_map(None)?;
+        if dialect == Dialect::V03 {
+            out.serialize_entry("artifactId", &a.artifact_id)?;
+        }
+        if let Some(n) = &a.name {
+            out.serialize_entry("name", n)?;
+        }
+        if let Some(d) = &a.description {
+            out.serialize_entry("description", d)?;
+        }
+        out.serialize_entry("parts", &Each(&a.parts, dialect))?;
+        if let Some(md) = &a.metadata {
+            out.serialize_entry("metadata", md)?;
+        }
+        if dialect == Dialect::V03 && !a.extensions.is_empty() {
+            out.serialize_entry("extensions", &a.extensions)?;
+        }
+        out.end()
     }
-    if let Some(n) = &a.name {
-        out.insert("name".into(), json!(n));
-    }
-    if let Some(d) = &a.description {
-        out.insert("description".into(), json!(d));
-    }
-    out.insert(
-        "parts".into(),
-        Value::Array(a.parts.iter().map(|p| encode_part(p, dialect)).collect()),
-    );
-    if let Some(md) = &a.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    if dialect == Dialect::V03 && !a.extensions.is_empty() {
-        out.insert("extensions".into(), json!(a.extensions));
-    }
-    Value::Object(out)
 }
 
 /// Encodes a task for v0.3 (`kind: "task"`) or the legacy dialect (`sessionId`).
 pub fn encode_task(t: &Task, dialect: Dialect) -> Value {
-    let mut out = Map::new();
-    out.insert("id".into(), json!(t.id));
-    match dialect {
-        Dialect::Legacy => out.insert("sessionId".into(), json!(t.context_id)),
-        _ => out.insert("contextId".into(), json!(t.context_id)),
-    };
-    out.insert("status".into(), encode_status(&t.status, dialect));
-    if let Some(a) = &t.artifacts {
-        out.insert(
-            "artifacts".into(),
-            Value::Array(a.iter().map(|x| encode_artifact(x, dialect)).collect()),
-        );
+    to_value(&Old(t, dialect))
+}
+
+impl Serialize for Old<'_, Task> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Old(t, dialect) = *self;
+        let mut out = s.serialize_map(None)?;
+        out.serialize_entry("id", &t.id)?;
+        match dialect {
+            Dialect::Legacy => out.serialize_entry("sessionId", &t.context_id)?,
+            _ => out.serialize_entry("contextId", &t.context_id)?,
+        }
+        out.serialize_entry("status", &Old(&t.status, dialect))?;
+        if let Some(a) = &t.artifacts {
+            out.serialize_entry("artifacts", &Each(a, dialect))?;
+        }
+        if !t.history.is_empty() {
+            out.serialize_entry("history", &Each(&t.history, dialect))?;
+        }
+        if let Some(md) = &t.metadata {
+            out.serialize_entry("metadata", md)?;
+        }
+        if dialect == Dialect::V03 {
+            out.serialize_entry("kind", "task")?;
+        }
+        out.end()
     }
-    if !t.history.is_empty() {
-        out.insert(
-            "history".into(),
-            Value::Array(
-                t.history
-                    .iter()
-                    .map(|m| encode_message(m, dialect))
-                    .collect(),
-            ),
-        );
+}
+
+// ----------------------------------------------------- writing in a dialect
+
+/// A v1.0 value written in an older dialect's shape, straight from its
+/// type: answers are written with it, without building a `Value` first
+/// (that, and dropping it, was a third of a 0.3 GetTask). The `encode_*`
+/// functions are this, read into a `Value`.
+#[derive(Clone, Copy)]
+pub struct Old<'a, T>(pub &'a T, pub Dialect);
+
+/// Each of a list, written as [`Old`] values.
+struct Each<'a, T>(&'a [T], Dialect);
+
+impl<'a, T> Serialize for Each<'a, T>
+where
+    Old<'a, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|x| Old(x, self.1)))
     }
-    if let Some(md) = &t.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    if dialect == Dialect::V03 {
-        out.insert("kind".into(), json!("task"));
-    }
-    Value::Object(out)
+}
+
+/// `v` as a `Value`. Writing into a `Value` fails only for map keys that
+/// are not strings, which none of these have.
+fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 fn decode_status(status: &Map<String, Value>, what: &str) -> Result<TaskStatus, Error> {
@@ -716,6 +792,31 @@ pub fn decode_push_config_ref(v: &Value, required: bool) -> Result<(String, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The old dialects' text, member for member: written straight from
+    /// the types, and through a `Value`, both give it.
+    #[test]
+    fn old_dialect_text_is_written_member_for_member() {
+        let t: Task = serde_json::from_value(json!({
+            "id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": "2026-01-01T00:00:00Z"},
+            "artifacts": [{"artifactId": "a", "name": "n", "parts": [{"url": "https://x/y"}], "extensions": ["x"]}],
+            "history": [{"messageId": "m", "contextId": "c", "taskId": "t", "role": "ROLE_USER",
+                "referenceTaskIds": ["r"], "parts": [
+                    {"text": "hi", "mediaType": "text/markdown", "metadata": {"z": 1, "mediaType": "old/x"}},
+                    {"data": {"a": [1, null]}, "mediaType": "application/json"},
+                    {"raw": "aGk=", "filename": "f.txt", "mediaType": "text/plain"},
+                    {"url": "https://x/y"}]}],
+            "metadata": {"z": 1, "mediaType": "old/x"}
+        }))
+        .unwrap();
+        let v03 = r#"{"id":"t","contextId":"c","status":{"state":"input-required","timestamp":"2026-01-01T00:00:00Z"},"artifacts":[{"artifactId":"a","name":"n","parts":[{"kind":"file","file":{"uri":"https://x/y"}}],"extensions":["x"]}],"history":[{"kind":"message","messageId":"m","contextId":"c","taskId":"t","role":"user","parts":[{"kind":"text","text":"hi","metadata":{"z":1,"mediaType":"text/markdown"}},{"kind":"data","data":{"a":[1,null]},"metadata":{"mediaType":"application/json"}},{"kind":"file","file":{"name":"f.txt","mimeType":"text/plain","bytes":"aGk="}},{"kind":"file","file":{"uri":"https://x/y"}}],"referenceTaskIds":["r"]}],"metadata":{"z":1,"mediaType":"old/x"},"kind":"task"}"#;
+        let legacy = r#"{"id":"t","sessionId":"c","status":{"state":"input-required","timestamp":"2026-01-01T00:00:00Z"},"artifacts":[{"name":"n","parts":[{"type":"file","file":{"uri":"https://x/y"}}]}],"history":[{"messageId":"m","role":"user","parts":[{"type":"text","text":"hi","metadata":{"z":1,"mediaType":"text/markdown"}},{"type":"data","data":{"a":[1,null]},"metadata":{"mediaType":"application/json"}},{"type":"file","file":{"name":"f.txt","mimeType":"text/plain","bytes":"aGk="}},{"type":"file","file":{"uri":"https://x/y"}}]}],"metadata":{"z":1,"mediaType":"old/x"}}"#;
+        for (d, want) in [(Dialect::V03, v03), (Dialect::Legacy, legacy)] {
+            assert_eq!(serde_json::to_string(&Old(&t, d)).unwrap(), want);
+            assert_eq!(encode_task(&t, d).to_string(), want);
+        }
+    }
 
     fn v1_task() -> Task {
         serde_json::from_value(json!({

@@ -131,38 +131,41 @@ impl Outcome {
         json_text(id, &V1(self))
     }
 
-    /// [`Outcome::to_old`] as text; `id` given: wrapped in a JSON-RPC
-    /// response with that id.
+    /// The result in an older dialect's JSON-RPC shapes, as text; `id`
+    /// given: wrapped in a JSON-RPC response with that id. Tasks created by
+    /// a pre-0.3 client are answered in its shapes even on shared methods.
+    /// Tasks and messages are written straight from their types
+    /// ([`v0_3::Old`]).
     pub fn to_old_json(&self, dialect: Dialect, id: Option<&Value>) -> Result<String, Error> {
-        json_text(id, &self.to_old(dialect)?)
-    }
-
-    /// The result in an older dialect's JSON-RPC shapes. Tasks created by a
-    /// pre-0.3 client are answered in its shapes even on shared methods.
-    pub fn to_old(&self, dialect: Dialect) -> Result<Value, Error> {
-        Ok(match self {
-            Outcome::Sent(SendMessageResponse::Task(t)) => v0_3::encode_task(t, dialect),
-            Outcome::Sent(SendMessageResponse::Message(m)) => v0_3::encode_message(m, dialect),
-            Outcome::Task(t, origin) => v0_3::encode_task(t, task_dialect(*origin, dialect)),
+        use v0_3::Old;
+        match self {
+            Outcome::Sent(SendMessageResponse::Task(t)) => json_text(id, &Old(t, dialect)),
+            Outcome::Sent(SendMessageResponse::Message(m)) => json_text(id, &Old(m, dialect)),
+            Outcome::Task(t, origin) => json_text(id, &Old(t, task_dialect(*origin, dialect))),
             Outcome::StoredTask(t, origin) => {
-                v0_3::encode_task(&t.parse()?, task_dialect(*origin, dialect))
+                json_text(id, &Old(&t.parse()?, task_dialect(*origin, dialect)))
             }
-            Outcome::Tasks(l) => serde_json::json!({
-                "tasks": l.tasks.iter().map(|t| v0_3::encode_task(t, dialect)).collect::<Vec<_>>(),
-                "nextPageToken": l.next_page_token,
-                "pageSize": l.page_size,
-                "totalSize": l.total_size,
-            }),
-            Outcome::PushConfig(c) => v0_3::encode_push_config(c),
-            Outcome::PushConfigs(l) => {
-                Value::Array(l.configs.iter().map(v0_3::encode_push_config).collect())
-            }
-            Outcome::Deleted => Value::Null,
-            Outcome::Card(c) => super::card::v0_3_card(c),
-            Outcome::Stream(_) => {
-                return Err(Error::Internal("a stream has no single result".into()));
-            }
-        })
+            Outcome::Tasks(l) => json_text(
+                id,
+                &serde_json::json!({
+                    "tasks": l.tasks.iter().map(|t| v0_3::encode_task(t, dialect)).collect::<Vec<_>>(),
+                    "nextPageToken": l.next_page_token,
+                    "pageSize": l.page_size,
+                    "totalSize": l.total_size,
+                }),
+            ),
+            Outcome::PushConfig(c) => json_text(id, &v0_3::encode_push_config(c)),
+            Outcome::PushConfigs(l) => json_text(
+                id,
+                &l.configs
+                    .iter()
+                    .map(v0_3::encode_push_config)
+                    .collect::<Vec<_>>(),
+            ),
+            Outcome::Deleted => json_text(id, &Value::Null),
+            Outcome::Card(c) => json_text(id, &super::card::v0_3_card(c)),
+            Outcome::Stream(_) => Err(Error::Internal("a stream has no single result".into())),
+        }
     }
 }
 
