@@ -5,6 +5,7 @@
 #   send  durable SendMessage to a `human` agent (each task parked and
 #         committed to SQLite before the answer)
 #   get   GetTask of one parked task
+#   get03 the same task read by a 0.3 client (`tasks/get`, no A2A-Version)
 #   card  GET of the agent card
 #   queue GET of the queue's first page (50 of FILL parked tasks, stored
 #         by the same build run without valgrind first)
@@ -12,7 +13,7 @@
 #         re-read from a stub peer (the load generator's) and parked
 #         before the answer
 #
-#   bash tests/bench/callgrind.sh [send|get|card|queue|push] [BINARY]
+#   bash tests/bench/callgrind.sh [send|get|get03|card|queue|push] [BINARY]
 #
 # Rates on a shared VM move by 20% between runs; instruction counts move by
 # about 2% (how requests fall into commits and checkpoints), so they show
@@ -32,8 +33,8 @@ CONNS="${CONNS:-32}"
 WARM="${WARM:-500}"
 FILL="${FILL:-20000}"
 OUT="${OUT:-/tmp/countersign-callgrind.out}"
-case "$SCENARIO" in send | get | card | queue | push) ;; *)
-    echo "usage: $0 [send|get|card|queue|push] [BINARY]" >&2
+case "$SCENARIO" in send | get | get03 | card | queue | push) ;; *)
+    echo "usage: $0 [send|get|get03|card|queue|push] [BINARY]" >&2
     exit 2
     ;;
 esac
@@ -104,6 +105,9 @@ load() { # load COUNT PREFIX
     get) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"GetTask\",\"params\":{\"id\":\"$task\"}}" \
         --rpc-errors --header "A2A-Version: 1.0" ;;
+    get03) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
+        --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"tasks/get\",\"params\":{\"id\":\"$task\"}}" \
+        --rpc-errors ;;
     card) "$LOADGEN" "$card" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 ;;
     push) "$LOADGEN" "$hook" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --header "A2A-Notification-Token: $hook_token" \
