@@ -11,8 +11,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::a2a::types::{AuthenticationInfo, StreamResponse};
 use crate::a2a::v0_3::{self, Dialect};
 
@@ -49,24 +47,31 @@ pub struct Target<'a> {
 }
 
 /// The body for a receiver of `dialect`: the event itself for 1.0, the task
-/// (the snapshot taken with the event) for older dialects.
-pub fn body(dialect: &str, payload: &StreamResponse) -> Value {
+/// (the snapshot taken with the event) for older dialects. Written straight
+/// from the types, as the answers are.
+pub fn body(dialect: &str, payload: &StreamResponse) -> String {
     let old = match dialect {
         "v0.3" => Dialect::V03,
         "legacy" => Dialect::Legacy,
-        _ => return serde_json::to_value(payload).unwrap_or(Value::Null),
+        _ => return text(payload),
     };
     match payload {
-        StreamResponse::Task(t) => v0_3::encode_task(t, old),
-        ev => v0_3::encode_event(ev, old, false),
+        StreamResponse::Task(t) => text(&v0_3::Old(t, old)),
+        ev => text(&v0_3::encode_event(ev, old, false)),
     }
+}
+
+/// Writing these fails only for map keys that are not strings, which none
+/// of them have.
+fn text<T: serde::Serialize>(v: &T) -> String {
+    crate::a2a::to_json_sized(v, 1024).unwrap_or_else(|_| "null".into())
 }
 
 /// POSTs one notification and classifies the answer.
 pub async fn post(
     http: &reqwest::Client,
     target: &Target<'_>,
-    body: &Value,
+    body: &str,
     event_id: &str,
     timeout: Duration,
 ) -> Result<(), Failure> {
@@ -80,7 +85,7 @@ pub async fn post(
         .timeout(timeout)
         .header(reqwest::header::CONTENT_TYPE, content_type)
         .header("A2A-Notification-Id", event_id)
-        .body(body.to_string());
+        .body(body.to_owned());
     if let Some(a) = target.authentication
         && let Some(c) = a.credentials.as_deref().filter(|c| !c.is_empty())
     {
@@ -170,9 +175,17 @@ mod tests {
         }))
         .unwrap();
         let ev = StreamResponse::Task(task);
-        assert_eq!(body("v1", &ev)["task"]["id"], "t");
-        let old = body("v0.3", &ev);
-        assert_eq!(old["kind"], "task");
-        assert_eq!(old["status"]["state"], "working");
+        assert_eq!(
+            body("v1", &ev),
+            r#"{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}"#
+        );
+        assert_eq!(
+            body("v0.3", &ev),
+            r#"{"id":"t","contextId":"c","status":{"state":"working"},"kind":"task"}"#
+        );
+        assert_eq!(
+            body("legacy", &ev),
+            r#"{"id":"t","sessionId":"c","status":{"state":"working"}}"#
+        );
     }
 }
