@@ -361,10 +361,6 @@ impl Serialize for Old<'_, Message> {
 
 // ---------------------------------------------------------------- tasks
 
-fn encode_status(s: &TaskStatus, dialect: Dialect) -> Value {
-    to_value(&Old(s, dialect))
-}
-
 impl Serialize for Old<'_, TaskStatus> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let Old(status, dialect) = *self;
@@ -380,13 +376,20 @@ impl Serialize for Old<'_, TaskStatus> {
     }
 }
 
-fn encode_artifact(a: &Artifact, dialect: Dialect) -> Value {
-    to_value(&Old(a, dialect))
-}
-
 impl Serialize for Old<'_, Artifact> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let Old(a, dialect) = *self;
+        Chunk(a, dialect, false, false).serialize(s)
+    }
+}
+
+/// An artifact with a pre-0.3 stream's `append` and `lastChunk` flags,
+/// which that dialect puts inside the artifact (written when true).
+struct Chunk<'a>(&'a Artifact, Dialect, bool, bool);
+
+impl Serialize for Chunk<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Chunk(a, dialect, append, last_chunk) = *self;
         let mut out = s.serialize_map(None)?;
         if dialect == Dialect::V03 {
             out.serialize_entry("artifactId", &a.artifact_id)?;
@@ -403,6 +406,12 @@ impl Serialize for Old<'_, Artifact> {
         }
         if dialect == Dialect::V03 && !a.extensions.is_empty() {
             out.serialize_entry("extensions", &a.extensions)?;
+        }
+        if append {
+            out.serialize_entry("append", &true)?;
+        }
+        if last_chunk {
+            out.serialize_entry("lastChunk", &true)?;
         }
         out.end()
     }
@@ -533,62 +542,60 @@ fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
 /// Encodes a stream event. `final` marks the event after which the stream
 /// closes (v0.3 and legacy have it; v1.0 closes the stream instead).
 pub fn encode_event(ev: &StreamResponse, dialect: Dialect, is_final: bool) -> Value {
-    match ev {
-        StreamResponse::Task(t) => encode_task(t, dialect),
-        StreamResponse::Message(m) => encode_message(m, dialect),
-        StreamResponse::StatusUpdate(u) => {
-            let mut out = Map::new();
-            match dialect {
-                Dialect::Legacy => {
-                    out.insert("id".into(), json!(u.task_id));
-                }
-                _ => {
-                    out.insert("taskId".into(), json!(u.task_id));
-                    out.insert("contextId".into(), json!(u.context_id));
-                    out.insert("kind".into(), json!("status-update"));
-                }
+    to_value(&OldEvent(ev, dialect, is_final))
+}
+
+/// A stream event written in an older dialect's shape (see [`Old`]), and
+/// whether it is the `final` one.
+#[derive(Clone, Copy)]
+pub struct OldEvent<'a>(pub &'a StreamResponse, pub Dialect, pub bool);
+
+impl Serialize for OldEvent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let OldEvent(ev, dialect, is_final) = *self;
+        let legacy = dialect == Dialect::Legacy;
+        let (task_id, context_id, kind, metadata) = match ev {
+            StreamResponse::Task(t) => return Old(t, dialect).serialize(s),
+            StreamResponse::Message(m) => return Old(m, dialect).serialize(s),
+            StreamResponse::StatusUpdate(u) => {
+                (&u.task_id, &u.context_id, "status-update", &u.metadata)
             }
-            out.insert("status".into(), encode_status(&u.status, dialect));
-            out.insert("final".into(), json!(is_final));
-            if let Some(md) = &u.metadata {
-                out.insert("metadata".into(), Value::Object(md.clone()));
+            StreamResponse::ArtifactUpdate(u) => {
+                (&u.task_id, &u.context_id, "artifact-update", &u.metadata)
             }
-            Value::Object(out)
+        };
+        let mut out = s.serialize_map(None)?;
+        if legacy {
+            out.serialize_entry("id", task_id)?;
+        } else {
+            out.serialize_entry("taskId", task_id)?;
+            out.serialize_entry("contextId", context_id)?;
+            out.serialize_entry("kind", kind)?;
         }
-        StreamResponse::ArtifactUpdate(u) => {
-            let mut out = Map::new();
-            match dialect {
-                Dialect::Legacy => {
-                    out.insert("id".into(), json!(u.task_id));
-                    let mut a = encode_artifact(&u.artifact, dialect);
-                    if let Value::Object(am) = &mut a {
-                        if u.append {
-                            am.insert("append".into(), json!(true));
-                        }
-                        if u.last_chunk {
-                            am.insert("lastChunk".into(), json!(true));
-                        }
-                    }
-                    out.insert("artifact".into(), a);
+        match ev {
+            StreamResponse::StatusUpdate(u) => {
+                out.serialize_entry("status", &Old(&u.status, dialect))?;
+                out.serialize_entry("final", &is_final)?;
+            }
+            StreamResponse::ArtifactUpdate(u) if legacy => {
+                let chunk = Chunk(&u.artifact, dialect, u.append, u.last_chunk);
+                out.serialize_entry("artifact", &chunk)?;
+            }
+            StreamResponse::ArtifactUpdate(u) => {
+                out.serialize_entry("artifact", &Old(&u.artifact, dialect))?;
+                if u.append {
+                    out.serialize_entry("append", &true)?;
                 }
-                _ => {
-                    out.insert("taskId".into(), json!(u.task_id));
-                    out.insert("contextId".into(), json!(u.context_id));
-                    out.insert("kind".into(), json!("artifact-update"));
-                    out.insert("artifact".into(), encode_artifact(&u.artifact, dialect));
-                    if u.append {
-                        out.insert("append".into(), json!(true));
-                    }
-                    if u.last_chunk {
-                        out.insert("lastChunk".into(), json!(true));
-                    }
+                if u.last_chunk {
+                    out.serialize_entry("lastChunk", &true)?;
                 }
             }
-            if let Some(md) = &u.metadata {
-                out.insert("metadata".into(), Value::Object(md.clone()));
-            }
-            Value::Object(out)
+            StreamResponse::Task(_) | StreamResponse::Message(_) => {}
         }
+        if let Some(md) = metadata {
+            out.serialize_entry("metadata", md)?;
+        }
+        out.end()
     }
 }
 
@@ -792,6 +799,59 @@ pub fn decode_push_config_ref(v: &Value, required: bool) -> Result<(String, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Update events in the old dialects' text, member for member.
+    #[test]
+    fn old_dialect_events_are_written_member_for_member() {
+        let status: TaskStatus = serde_json::from_value(json!({"state": "TASK_STATE_WORKING",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}))
+        .unwrap();
+        let artifact: Artifact = serde_json::from_value(json!({"artifactId": "a", "name": "n",
+            "parts": [{"text": "x", "mediaType": "text/markdown"}], "metadata": {"k": 1},
+            "extensions": ["e"]}))
+        .unwrap();
+        let metadata = json!({"q": "r"}).as_object().cloned();
+        let status = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status,
+            metadata: metadata.clone(),
+        });
+        let chunk = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            artifact,
+            append: true,
+            last_chunk: true,
+            metadata,
+        });
+        let cases = [
+            (
+                &status,
+                Dialect::V03,
+                r#"{"taskId":"t","contextId":"c","kind":"status-update","status":{"state":"working","message":{"kind":"message","messageId":"m","role":"agent","parts":[{"kind":"text","text":"x"}]}},"final":true,"metadata":{"q":"r"}}"#,
+            ),
+            (
+                &status,
+                Dialect::Legacy,
+                r#"{"id":"t","status":{"state":"working","message":{"messageId":"m","role":"agent","parts":[{"type":"text","text":"x"}]}},"final":true,"metadata":{"q":"r"}}"#,
+            ),
+            (
+                &chunk,
+                Dialect::V03,
+                r#"{"taskId":"t","contextId":"c","kind":"artifact-update","artifact":{"artifactId":"a","name":"n","parts":[{"kind":"text","text":"x","metadata":{"mediaType":"text/markdown"}}],"metadata":{"k":1},"extensions":["e"]},"append":true,"lastChunk":true,"metadata":{"q":"r"}}"#,
+            ),
+            (
+                &chunk,
+                Dialect::Legacy,
+                r#"{"id":"t","artifact":{"name":"n","parts":[{"type":"text","text":"x","metadata":{"mediaType":"text/markdown"}}],"metadata":{"k":1},"append":true,"lastChunk":true},"metadata":{"q":"r"}}"#,
+            ),
+        ];
+        for (ev, d, want) in cases {
+            assert_eq!(serde_json::to_string(&OldEvent(ev, d, true)).unwrap(), want);
+            assert_eq!(encode_event(ev, d, true).to_string(), want);
+        }
+    }
 
     /// The old dialects' text, member for member: written straight from
     /// the types, and through a `Value`, both give it.

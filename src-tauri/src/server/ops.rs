@@ -178,30 +178,23 @@ pub struct StreamItem {
 
 impl StreamItem {
     /// The event in `dialect` as text; `id` given: wrapped in a JSON-RPC
-    /// response with that id. A v1.0 event is written from its type.
+    /// response with that id. Written from its type in every dialect.
     pub fn to_json(&self, dialect: Dialect, id: Option<&Value>) -> Result<String, Error> {
-        match dialect {
-            Dialect::V1 => json_text(id, &self.event),
-            old => json_text(id, &self.render_old(old)),
-        }
-    }
-
-    /// The event in an older dialect's shapes. A pre-0.3 stream carries
-    /// only update events, so its opening task snapshot becomes a status
-    /// update.
-    fn render_old(&self, dialect: Dialect) -> Value {
         match (dialect, &self.event) {
-            (Dialect::Legacy, StreamResponse::Task(t)) => v0_3::encode_event(
-                &StreamResponse::StatusUpdate(crate::a2a::types::TaskStatusUpdateEvent {
-                    task_id: t.id.clone(),
-                    context_id: t.context_id.clone(),
-                    status: t.status.clone(),
-                    metadata: None,
-                }),
-                dialect,
-                self.last,
-            ),
-            (d, ev) => v0_3::encode_event(ev, d, self.last),
+            (Dialect::V1, ev) => json_text(id, ev),
+            // A pre-0.3 stream carries only update events, so its opening
+            // task snapshot becomes a status update.
+            (Dialect::Legacy, StreamResponse::Task(t)) => {
+                let update =
+                    StreamResponse::StatusUpdate(crate::a2a::types::TaskStatusUpdateEvent {
+                        task_id: t.id.clone(),
+                        context_id: t.context_id.clone(),
+                        status: t.status.clone(),
+                        metadata: None,
+                    });
+                json_text(id, &v0_3::OldEvent(&update, dialect, self.last))
+            }
+            (d, ev) => json_text(id, &v0_3::OldEvent(ev, d, self.last)),
         }
     }
 }
