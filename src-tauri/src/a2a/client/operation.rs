@@ -609,6 +609,55 @@ mod tests {
         }
     }
 
+    /// Answers made of every kind of member, in any order, some twice:
+    /// the text reader and the `Value` reader give the same result.
+    mod answers {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn member() -> impl Strategy<Value = (String, String)> {
+            let value = prop_oneof![
+                Just("null"),
+                Just("\"countersign-1\""),
+                Just("\"other\""),
+                Just("7"),
+                Just("[1,{\"a\":null}]"),
+                Just("{\"x\":\"\\u00e9\\n\"}"),
+                Just("{\"code\":-32001,\"message\":\"nope\"}"),
+                Just("{\"message\":\"no code\",\"details\":[]}"),
+            ];
+            let key = prop_oneof![
+                Just("jsonrpc"),
+                Just("id"),
+                Just("result"),
+                Just("error"),
+                Just("extra"),
+            ];
+            (key, value).prop_map(|(k, v)| (k.to_owned(), v.to_owned()))
+        }
+
+        proptest! {
+            #[test]
+            fn text_and_value_readers_agree(
+                members in prop::collection::vec(member(), 0..6),
+                spaced in any::<bool>(),
+            ) {
+                let sep = if spaced { " ,\n " } else { "," };
+                let body = members
+                    .iter()
+                    .map(|(k, v)| format!("\"{k}\":{v}"))
+                    .collect::<Vec<_>>()
+                    .join(sep);
+                let text = if spaced { format!(" {{ {body} }} ") } else { format!("{{{body}}}") };
+                let id = json!("countersign-1");
+                let by_value = rpc_result(serde_json::from_str(&text).unwrap(), Some(&id));
+                let by_text = rpc_answer(text.as_bytes(), &id, "peer")
+                    .map(|a| serde_json::from_str::<Value>(a.get()).unwrap());
+                prop_assert_eq!(format!("{by_text:?}"), format!("{by_value:?}"), "{}", text);
+            }
+        }
+    }
+
     #[test]
     fn a_1_0_answer_that_does_not_fit_names_the_member() {
         let v1 = ep(Binding::JsonRpc, Dialect::V1, None);
