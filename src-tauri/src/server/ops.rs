@@ -80,6 +80,16 @@ fn json_text<T: serde::Serialize>(id: Option<&Value>, result: &T) -> Result<Stri
     .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
 }
 
+/// A ListTasks result in an older dialect.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OldTasks<'a> {
+    tasks: Vec<v0_3::Old<'a, crate::a2a::types::Task>>,
+    next_page_token: &'a str,
+    page_size: i32,
+    total_size: i32,
+}
+
 /// An outcome's v1.0 result, serialised as the type it holds.
 struct V1<'a>(&'a Outcome);
 
@@ -147,12 +157,12 @@ impl Outcome {
             }
             Outcome::Tasks(l) => json_text(
                 id,
-                &serde_json::json!({
-                    "tasks": l.tasks.iter().map(|t| v0_3::encode_task(t, dialect)).collect::<Vec<_>>(),
-                    "nextPageToken": l.next_page_token,
-                    "pageSize": l.page_size,
-                    "totalSize": l.total_size,
-                }),
+                &OldTasks {
+                    tasks: l.tasks.iter().map(|t| Old(t, dialect)).collect(),
+                    next_page_token: &l.next_page_token,
+                    page_size: l.page_size,
+                    total_size: l.total_size,
+                },
             ),
             Outcome::PushConfig(c) => json_text(id, &v0_3::encode_push_config(c)),
             Outcome::PushConfigs(l) => json_text(
@@ -392,5 +402,41 @@ fn require_push(agent: &Agent) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::PushNotificationNotSupported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_dialect_answers_are_jsonrpc_responses_in_that_dialect() {
+        let task: Task = serde_json::from_value(serde_json::json!({
+            "id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}
+        }))
+        .unwrap();
+        let list = Outcome::Tasks(ListTasksResponse {
+            tasks: vec![task.clone()],
+            next_page_token: "n".into(),
+            page_size: 1,
+            total_size: 2,
+        });
+        assert_eq!(
+            list.to_old_json(Dialect::V03, Some(&serde_json::json!(7)))
+                .unwrap(),
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tasks":[{"id":"t","contextId":"c","status":{"state":"working"},"kind":"task"}],"nextPageToken":"n","pageSize":1,"totalSize":2}}"#
+        );
+        // A task a pre-0.3 client created keeps that client's shapes.
+        let legacy = Outcome::Task(task, Dialect::Legacy);
+        assert_eq!(
+            legacy.to_old_json(Dialect::V03, None).unwrap(),
+            r#"{"id":"t","sessionId":"c","status":{"state":"working"}}"#
+        );
+        assert_eq!(
+            Outcome::Deleted
+                .to_old_json(Dialect::V03, Some(&serde_json::json!("x")))
+                .unwrap(),
+            r#"{"jsonrpc":"2.0","id":"x","result":null}"#
+        );
     }
 }
