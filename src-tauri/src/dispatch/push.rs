@@ -55,10 +55,7 @@ pub fn body(dialect: &str, payload: &StreamResponse) -> String {
         "legacy" => Dialect::Legacy,
         _ => return text(payload),
     };
-    match payload {
-        StreamResponse::Task(t) => text(&v0_3::Old(t, old)),
-        ev => text(&v0_3::encode_event(ev, old, false)),
-    }
+    text(&v0_3::OldEvent(payload, old, false))
 }
 
 /// Writing these fails only for map keys that are not strings, which none
