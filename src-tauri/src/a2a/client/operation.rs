@@ -586,6 +586,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"countersign-1","error":{"code":-32001,"message":"nope"}}"#,
             r#"{"jsonrpc":"2.0","id":"countersign-1","error":{"code":-32001,"message":"nope"},"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":"countersign-1"}"#,
+            r#"{"error":{"code":-32001,"message":"nope"},"jsonrpc":null}"#,
             r#"{"jsonrpc":"2.0","id":"countersign-1","result":1,"result":2}"#,
             r#"[1,2]"#,
             r#""text""#,
