@@ -22,8 +22,12 @@ use crate::a2a::v0_3::Dialect;
 
 /// The HTTP response for an A2A error (the one mapping for this binding).
 pub fn error_response(e: &Error, a2a_json: bool) -> Response {
-    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    error_response_with(e, status, a2a_json)
+    error_response_with(e, status_of(e), a2a_json)
+}
+
+/// The HTTP status this binding answers `e` with.
+fn status_of(e: &Error) -> StatusCode {
+    StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// The binding's error object for `e` under `status`.
@@ -290,11 +294,9 @@ pub async fn handle(
     match ops::execute(&state, &agent, &owner, op, &base, Dialect::V1).await {
         Ok(Outcome::Stream(events)) => {
             let stream = events.map(|item| {
-                let data = item.to_json(Dialect::V1, None).unwrap_or_else(|e| {
-                    let status = StatusCode::from_u16(e.http_status())
-                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                    error_body(&e, status).to_string()
-                });
+                let data = item
+                    .to_json(Dialect::V1, None)
+                    .unwrap_or_else(|e| error_body(&e, status_of(&e)).to_string());
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
             Sse::new(stream)
