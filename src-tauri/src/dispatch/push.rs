@@ -68,7 +68,7 @@ fn text<T: serde::Serialize>(v: &T) -> String {
 pub async fn post(
     http: &reqwest::Client,
     target: &Target<'_>,
-    body: &str,
+    body: String,
     event_id: &str,
     timeout: Duration,
 ) -> Result<(), Failure> {
@@ -82,7 +82,7 @@ pub async fn post(
         .timeout(timeout)
         .header(reqwest::header::CONTENT_TYPE, content_type)
         .header("A2A-Notification-Id", event_id)
-        .body(body.to_owned());
+        .body(body);
     if let Some(a) = target.authentication
         && let Some(c) = a.credentials.as_deref().filter(|c| !c.is_empty())
     {

@@ -322,7 +322,7 @@ impl Engine {
         push::post(
             dispatch.http()?,
             &target,
-            &push::body(&dialect, &payload),
+            push::body(&dialect, &payload),
             &item.id,
             Duration::from_secs(dispatch.config.timeout_secs),
         )
@@ -396,7 +396,7 @@ impl Engine {
                 push::post(
                     dispatch.http()?,
                     &target,
-                    &push::body("v1", &StreamResponse::Task(task)),
+                    push::body("v1", &StreamResponse::Task(task)),
                     &item.id,
                     Duration::from_secs(dispatch.config.timeout_secs),
                 )

@@ -84,7 +84,7 @@ fn json_text<T: serde::Serialize>(id: Option<&Value>, result: &T) -> Result<Stri
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct OldTasks<'a> {
-    tasks: Vec<v0_3::Old<'a, crate::a2a::types::Task>>,
+    tasks: Vec<v0_3::Old<'a, Task>>,
     next_page_token: &'a str,
     page_size: i32,
     total_size: i32,
