@@ -4,6 +4,7 @@
 # same kind, for one scenario:
 #   send  durable SendMessage to a `human` agent (each task parked and
 #         committed to SQLite before the answer)
+#   send03 the same send from a 0.3 client (`message/send`, no A2A-Version)
 #   get   GetTask of one parked task
 #   get03 the same task read by a 0.3 client (`tasks/get`, no A2A-Version)
 #   card  GET of the agent card
@@ -13,7 +14,7 @@
 #         re-read from a stub peer (the load generator's) and parked
 #         before the answer
 #
-#   bash tests/bench/callgrind.sh [send|get|get03|card|queue|push] [BINARY]
+#   bash tests/bench/callgrind.sh [send|send03|get|get03|card|queue|push] [BINARY]
 #
 # Rates on a shared VM move by 20% between runs; instruction counts move by
 # about 2% (how requests fall into commits and checkpoints), so they show
@@ -33,8 +34,8 @@ CONNS="${CONNS:-32}"
 WARM="${WARM:-500}"
 FILL="${FILL:-20000}"
 OUT="${OUT:-/tmp/countersign-callgrind.out}"
-case "$SCENARIO" in send | get | get03 | card | queue | push) ;; *)
-    echo "usage: $0 [send|get|get03|card|queue|push] [BINARY]" >&2
+case "$SCENARIO" in send | send03 | get | get03 | card | queue | push) ;; *)
+    echo "usage: $0 [send|send03|get|get03|card|queue|push] [BINARY]" >&2
     exit 2
     ;;
 esac
@@ -76,6 +77,7 @@ port="$(free_port)"
 base="http://127.0.0.1:$port/a2a/inbox"
 card="$base/.well-known/agent-card.json"
 send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
+send03='{"jsonrpc":"2.0","id":{n},"method":"message/send","params":{"message":{"kind":"message","messageId":"PREFIX-{n}","role":"user","parts":[{"kind":"text","text":"hello {n}"}]}}}'
 wait_card() {
     for _ in $(seq 600); do curl -sf "$card" >/dev/null && break; sleep 0.2; done
     curl -sf "$card" >/dev/null || { cat "$work/serve.log" >&2; exit 1; }
@@ -102,6 +104,8 @@ load() { # load COUNT PREFIX
     case "$SCENARIO" in
     send) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "${send//PREFIX/$2}" --rpc-errors --header "A2A-Version: 1.0" ;;
+    send03) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
+        --body "${send03//PREFIX/$2}" --rpc-errors ;;
     get) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"GetTask\",\"params\":{\"id\":\"$task\"}}" \
         --rpc-errors --header "A2A-Version: 1.0" ;;

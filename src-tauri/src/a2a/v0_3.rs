@@ -677,6 +677,99 @@ pub fn decode_send_params(v: &Value, dialect: Dialect) -> Result<SendMessageRequ
     })
 }
 
+/// Reads plain v0.3 `MessageSendParams` text straight into a send, without
+/// building a generic JSON value first (which costs a map per object). Only
+/// requests in the form 0.3 clients send take it: every part named by a
+/// string `kind`, text and data parts, no push config, no member twice.
+/// `None` for anything else, which then goes through
+/// [`decode_send_params`]; whatever this returns, that returns too.
+pub fn fast_send_params(text: &str) -> Option<SendMessageRequest> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params<'a> {
+        #[serde(borrow)]
+        message: FastMessage<'a>,
+        configuration: Option<Config>,
+        metadata: Option<Map<String, Value>>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct FastMessage<'a> {
+        message_id: Option<String>,
+        context_id: Option<String>,
+        task_id: Option<String>,
+        role: Option<&'a str>,
+        #[serde(borrow)]
+        parts: Option<Vec<FastPart<'a>>>,
+        metadata: Option<Map<String, Value>>,
+        extensions: Option<Vec<String>>,
+        reference_task_ids: Option<Vec<String>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct FastPart<'a> {
+        kind: Option<&'a str>,
+        text: Option<String>,
+        data: Option<Value>,
+        metadata: Option<Map<String, Value>>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Config {
+        accepted_output_modes: Option<Vec<String>>,
+        history_length: Option<i32>,
+        blocking: Option<bool>,
+        push_notification_config: Option<serde::de::IgnoredAny>,
+    }
+    let p: Params<'_> = serde_json::from_str(text).ok()?;
+    let m = p.message;
+    let role = match m.role? {
+        "user" | "ROLE_USER" => Role::User,
+        "agent" | "ROLE_AGENT" => Role::Agent,
+        _ => return None,
+    };
+    let parts = m.parts.filter(|parts| !parts.is_empty())?;
+    let parts = parts
+        .into_iter()
+        .map(|part| {
+            let content = match part.kind? {
+                "text" => PartContent::Text(part.text?),
+                "data" => PartContent::Data(part.data?),
+                _ => return None,
+            };
+            Some(lift_media_type(Part {
+                content,
+                metadata: part.metadata,
+                filename: None,
+                media_type: None,
+            }))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let mut configuration = SendMessageConfiguration::default();
+    if let Some(c) = p.configuration {
+        if c.push_notification_config.is_some() {
+            return None;
+        }
+        configuration.accepted_output_modes = c.accepted_output_modes.unwrap_or_default();
+        configuration.history_length = c.history_length;
+        configuration.return_immediately = c.blocking == Some(false);
+    }
+    Some(SendMessageRequest {
+        tenant: None,
+        message: Message {
+            message_id: m.message_id.filter(|id| !id.is_empty())?,
+            context_id: m.context_id,
+            task_id: m.task_id,
+            role,
+            parts,
+            metadata: m.metadata,
+            extensions: m.extensions.unwrap_or_default(),
+            reference_task_ids: m.reference_task_ids.unwrap_or_default(),
+        },
+        configuration: Some(configuration),
+        metadata: p.metadata,
+    })
+}
+
 /// Encodes a send as v0.3 `MessageSendParams` (what a client of a v0.3 peer
 /// posts as `message/send` or `message/stream` params): `returnImmediately`
 /// becomes `blocking: false`, the push config its nested 0.3 form. The
@@ -780,6 +873,19 @@ pub fn decode_task_query(v: &Value) -> Result<(String, Option<i32>), Error> {
         req_str(m, "id", "params")?,
         opt_i32(m, "historyLength", "params")?,
     ))
+}
+
+/// [`decode_task_query`] for plain text (a string `id`, no member twice),
+/// without a generic JSON value; `None` sends the text the general way.
+pub fn fast_task_query(text: &str) -> Option<(String, Option<i32>)> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Query {
+        id: Option<String>,
+        history_length: Option<i32>,
+    }
+    let q: Query = serde_json::from_str(text).ok()?;
+    Some((q.id.filter(|id| !id.is_empty())?, q.history_length))
 }
 
 /// Reads `id` and `pushNotificationConfigId` from v0.3 get/delete params.
