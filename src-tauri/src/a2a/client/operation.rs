@@ -290,18 +290,57 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
 /// object, is read by it, so that every error is the same. `shown` names
 /// the peer in the error for text that is not JSON.
 pub(crate) fn rpc_answer(bytes: &[u8], id: &Value, shown: &str) -> Result<Answer, ClientError> {
-    // A derived struct also reads a JSON array; an answer must be an object.
-    let object = bytes.trim_ascii_start().first() == Some(&b'{');
-    let plain = object
+    rpc_text(bytes, Some(id), |e| not_json(shown, e))
+}
+
+/// The `result` of a JSON-RPC stream event's data (its id is not checked).
+pub(crate) fn rpc_event(data: &str) -> Result<Answer, ClientError> {
+    rpc_text(data.as_bytes(), None, event_not_json)
+}
+
+/// An HTTP+JSON stream event's data, which may also be an error in its
+/// status-body shape (read by [`error::remote_error`]).
+pub(crate) fn rest_event(data: &str) -> Result<Answer, ClientError> {
+    #[derive(Deserialize)]
+    struct Members<'a> {
+        #[serde(default, borrow)]
+        error: Option<&'a RawValue>,
+    }
+    let plain = is_object(data.as_bytes())
+        && serde_json::from_str::<Members>(data)
+            .is_ok_and(|m| m.error.is_none_or(|e| e.get() == "null"));
+    if plain {
+        return RawValue::from_string(data.to_owned()).map_err(event_not_json);
+    }
+    let v: Value = serde_json::from_str(data).map_err(event_not_json)?;
+    if let Some(e) = error::remote_error(&v) {
+        return Err(e);
+    }
+    serde_json::value::to_raw_value(&v).map_err(event_not_json)
+}
+
+/// Text that starts as a JSON object (a derived struct also reads an array).
+fn is_object(bytes: &[u8]) -> bool {
+    bytes.trim_ascii_start().first() == Some(&b'{')
+}
+
+/// [`rpc_answer`] and [`rpc_event`]: `id` is what the answer must echo,
+/// `not_json` words the error for text that is not JSON.
+fn rpc_text(
+    bytes: &[u8],
+    id: Option<&Value>,
+    not_json: impl Fn(serde_json::Error) -> ClientError,
+) -> Result<Answer, ClientError> {
+    let plain = is_object(bytes)
         .then(|| serde_json::from_slice::<Envelope>(bytes).ok())
         .flatten()
         .filter(|e| e.error.is_none_or(|e| e.get() == "null"));
     let Some(answer) = plain else {
-        let v = serde_json::from_slice(bytes).map_err(|e| not_json(shown, e))?;
-        let result = rpc_result(v, Some(id))?;
-        return serde_json::value::to_raw_value(&result).map_err(|e| not_json(shown, e));
+        let v = serde_json::from_slice(bytes).map_err(&not_json)?;
+        let result = rpc_result(v, id)?;
+        return serde_json::value::to_raw_value(&result).map_err(not_json);
     };
-    if let Some(got) = &answer.id
+    if let (Some(id), Some(got)) = (id, &answer.id)
         && got != id
     {
         return Err(ClientError::Protocol(format!(
@@ -320,6 +359,10 @@ pub(crate) fn body_answer(bytes: &[u8], shown: &str) -> Result<Answer, ClientErr
 
 fn not_json(shown: &str, e: serde_json::Error) -> ClientError {
     ClientError::Protocol(format!("the answer from {shown} is not JSON ({e})"))
+}
+
+fn event_not_json(e: serde_json::Error) -> ClientError {
+    ClientError::Protocol(format!("an event is not JSON: {e}"))
 }
 
 /// The payload of a JSON-RPC answer: its `result`, or its `error` as
@@ -348,10 +391,6 @@ pub(crate) fn rpc_result(answer: Value, id: Option<&Value>) -> Result<Value, Cli
 
 fn shape(what: &str, e: impl std::fmt::Display) -> ClientError {
     ClientError::Protocol(format!("unexpected {what}: {e}"))
-}
-
-fn v1_value<T: DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    crate::a2a::from_value_traced(v).map_err(|e| shape(what, e))
 }
 
 /// A 1.0 answer, read from its text into its type.
@@ -421,10 +460,16 @@ pub(crate) fn decode_push_config(
 
 /// One stream event's data (already unwrapped from its JSON-RPC envelope),
 /// and whether it is the last (0.3 `final: true`; 1.0 ends by closing).
-pub(crate) fn decode_event(v: Value, ep: &Endpoint) -> Result<(StreamResponse, bool), ClientError> {
+pub(crate) fn decode_event(
+    a: Answer,
+    ep: &Endpoint,
+) -> Result<(StreamResponse, bool), ClientError> {
     const WHAT: &str = "stream event";
+    if ep.dialect == Dialect::V1 {
+        return Ok((v1_answer(&a, WHAT)?, false));
+    }
+    let v = old_answer(&a, WHAT)?;
     match (ep.dialect, ep.binding) {
-        (Dialect::V1, _) => Ok((v1_value(v, WHAT)?, false)),
         (_, Binding::JsonRpc) => {
             let last = v.get("final").and_then(Value::as_bool) == Some(true);
             Ok((v0_3::decode_event(&v).map_err(|e| shape(WHAT, e))?, last))
@@ -705,24 +750,133 @@ mod tests {
         ));
     }
 
+    fn raw(v: Value) -> Answer {
+        serde_json::value::to_raw_value(&v).unwrap()
+    }
+
     #[test]
     fn events_decode_per_dialect_and_see_the_0_3_final_flag() {
         let v03 = json!({"kind": "status-update", "taskId": "t", "contextId": "c",
                          "status": {"state": "completed"}, "final": true});
-        let (ev, last) = decode_event(v03, &ep(Binding::JsonRpc, Dialect::V03, None)).unwrap();
+        let (ev, last) = decode_event(raw(v03), &ep(Binding::JsonRpc, Dialect::V03, None)).unwrap();
         assert!(last);
         assert!(matches!(ev, StreamResponse::StatusUpdate(_)));
         let rest = json!({"statusUpdate": {"taskId": "t", "contextId": "c",
                           "status": {"state": "TASK_STATE_WORKING"}, "final": false}});
-        let (_, last) = decode_event(rest, &ep(Binding::HttpJson, Dialect::V03, None)).unwrap();
+        let (_, last) =
+            decode_event(raw(rest), &ep(Binding::HttpJson, Dialect::V03, None)).unwrap();
         assert!(!last);
         let v1 = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}});
-        assert!(decode_event(v1, &ep(Binding::JsonRpc, Dialect::V1, None)).is_ok());
+        assert!(decode_event(raw(v1), &ep(Binding::JsonRpc, Dialect::V1, None)).is_ok());
         let e = decode_event(
-            json!({"bogus": 1}),
+            raw(json!({"bogus": 1})),
             &ep(Binding::JsonRpc, Dialect::V1, None),
         )
         .unwrap_err();
         assert!(matches!(e, ClientError::Protocol(_)), "{e}");
+    }
+
+    /// A stream event read as text decodes as it did when read into a
+    /// `Value` first (kept here as the reference), for every binding and
+    /// dialect: events, errors in both bindings' shapes, and data that is
+    /// not JSON or not an event.
+    #[test]
+    fn stream_event_texts_decode_as_their_values_did() {
+        fn by_value(data: &str, ep: &Endpoint) -> Result<(StreamResponse, bool), ClientError> {
+            let v: Value = serde_json::from_str(data)
+                .map_err(|e| ClientError::Protocol(format!("an event is not JSON: {e}")))?;
+            let v = match ep.binding {
+                Binding::JsonRpc => rpc_result(v, None)?,
+                Binding::HttpJson => match error::remote_error(&v) {
+                    Some(e) => return Err(e),
+                    None => v,
+                },
+            };
+            if ep.dialect == Dialect::V1 {
+                let ev = crate::a2a::from_value_traced(v).map_err(|e| shape("stream event", e))?;
+                return Ok((ev, false));
+            }
+            decode_event(raw(v), ep)
+        }
+        fn by_text(data: &str, ep: &Endpoint) -> Result<(StreamResponse, bool), ClientError> {
+            let answer = match ep.binding {
+                Binding::JsonRpc => rpc_event(data)?,
+                Binding::HttpJson => rest_event(data)?,
+            };
+            decode_event(answer, ep)
+        }
+        let v1 = r#"{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}"#;
+        let v1_task = r#"{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_SUBMITTED"},"history":[{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi é"}]}]}}"#;
+        let v03 = r#"{"kind":"status-update","taskId":"t","contextId":"c","status":{"state":"completed"},"final":true}"#;
+        let v03_rest = r#"{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"},"final":true}}"#;
+        let rpc_error = r#"{"code":-32001,"message":"Task not found"}"#;
+        let status_error = r#"{"code":404,"status":"NOT_FOUND","message":"no task","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_FOUND","domain":"a2a-protocol.org"}]}"#;
+        let mut texts = Vec::new();
+        for result in [
+            v1,
+            v1_task,
+            v03,
+            v03_rest,
+            r#"{"bogus":1}"#,
+            "null",
+            "[1]",
+            "7",
+        ] {
+            texts.push(result.to_owned());
+            texts.push(format!(r#"{{"jsonrpc":"2.0","id":3,"result":{result}}}"#));
+            texts.push(format!(
+                r#"{{"result":{result},"jsonrpc":"2.0","id":"x","error":null}}"#
+            ));
+        }
+        for error in [
+            rpc_error,
+            status_error,
+            "null",
+            "5",
+            r#"{"message":"no code"}"#,
+        ] {
+            texts.push(format!(r#"{{"jsonrpc":"2.0","id":3,"error":{error}}}"#));
+            texts.push(format!(r#"{{"error":{error}}}"#));
+            texts.push(format!(r#"{{"error":{error},"statusUpdate":{{"taskId":"t","contextId":"c","status":{{"state":"TASK_STATE_WORKING"}}}}}}"#));
+        }
+        texts.extend(
+            [
+                "",
+                "{",
+                "nope",
+                r#"{"result":1} x"#,
+                r#"{"jsonrpc":"2.0","result":{},"result":{}}"#,
+                r#"{"error":null,"error":{"code":1}}"#,
+            ]
+            .map(str::to_owned),
+        );
+        let mut decoded = 0;
+        for binding in [Binding::JsonRpc, Binding::HttpJson] {
+            for dialect in [Dialect::V1, Dialect::V03] {
+                let ep = ep(binding, dialect, None);
+                for text in &texts {
+                    let got = by_text(text, &ep);
+                    let want = by_value(text, &ep);
+                    decoded += usize::from(got.is_ok());
+                    // A 1.0 event that does not fit its type is refused by
+                    // both, in serde's words for text or for a value.
+                    let unfit = |r: &Result<_, ClientError>| {
+                        matches!(r, Err(ClientError::Protocol(m))
+                            if m.starts_with("unexpected stream event: "))
+                    };
+                    if dialect == Dialect::V1 && unfit(&want) {
+                        assert!(unfit(&got), "{binding:?}: {text}: {got:?}");
+                        continue;
+                    }
+                    assert_eq!(
+                        format!("{got:?}"),
+                        format!("{want:?}"),
+                        "{binding:?} {dialect:?}: {text}"
+                    );
+                }
+            }
+        }
+        // Each binding and dialect decodes some of them.
+        assert!(decoded >= 8, "{decoded}");
     }
 }

@@ -7,9 +7,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures::Stream;
-use serde_json::Value;
 
-use super::operation::{decode_event, rpc_result};
+use super::operation::{decode_event, rest_event, rpc_event};
 use super::{Binding, ClientError, Endpoint, error};
 use crate::a2a::types::StreamResponse;
 
@@ -111,19 +110,16 @@ fn too_large() -> ClientError {
     ))
 }
 
-/// Turns one event's data into an event of the endpoint's dialect.
+/// Turns one event's data into an event of the endpoint's dialect. The data
+/// stays text until its dialect's decoder reads it (a 1.0 event straight
+/// into its type).
 fn event(data: &str, ep: &Endpoint) -> Result<(StreamResponse, bool), ClientError> {
-    let v: Value = serde_json::from_str(data)
-        .map_err(|e| ClientError::Protocol(format!("an event is not JSON: {e}")))?;
-    let v = match ep.binding {
-        Binding::JsonRpc => rpc_result(v, None)?,
+    let answer = match ep.binding {
+        Binding::JsonRpc => rpc_event(data)?,
         // An HTTP+JSON stream may end with an error in its status-body shape.
-        Binding::HttpJson => match error::remote_error(&v) {
-            Some(e) => return Err(e),
-            None => v,
-        },
+        Binding::HttpJson => rest_event(data)?,
     };
-    decode_event(v, ep)
+    decode_event(answer, ep)
 }
 
 struct Reader {
