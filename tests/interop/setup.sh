@@ -3,8 +3,10 @@
 #   .venv-sdk1   a2a-sdk 1.x  (requirements-sdk1.txt)
 #   .venv-sdk03  a2a-sdk 0.3.26 (requirements-sdk03.txt)
 #   node_modules @a2a-js/sdk (package-lock.json, `npm ci`)
+#   rust_client  the Rust SDK's client, a2a-client-lf (Cargo.lock; cargo)
 # A venv / node_modules is rebuilt only when its pin file changed.
-# Needs python3 (3.10+, with venv) and node 20+/npm; PyPI and npm reachable.
+# Needs python3 (3.10+, with venv), node 20+/npm and cargo; PyPI, npm and
+# crates.io reachable.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
@@ -34,3 +36,6 @@ if [ ! -d node_modules/@a2a-js/sdk ] || [ "$(cat node_modules/.stamp 2>/dev/null
     echo "$want" >node_modules/.stamp
     echo "setup: node_modules ready (@a2a-js/sdk $(node -p 'require("./node_modules/@a2a-js/sdk/package.json").version'))"
 fi
+
+# Cargo rebuilds only what changed; --locked keeps the SDK at its pinned version.
+cargo build --quiet --locked --manifest-path rust_client/Cargo.toml
