@@ -33,7 +33,8 @@ stage "cargo test" cargo test --no-default-features
 # for FUZZ_SECONDS (30 by default) from the corpora in fuzz/corpus/.
 stage fuzz bash tests/fuzz/run.sh
 # Interop with the official SDK clients (a2a-sdk 1.x and 0.3.26 from PyPI,
-# @a2a-js/sdk from npm) and a pre-0.3 client, against the real server.
+# @a2a-js/sdk from npm, the Rust SDK's a2a-client-lf from crates.io) and a
+# pre-0.3 client, against the real server.
 stage interop bash tests/interop/run.sh
 # Watching tasks on real peers built with the official Python SDK (1.3.0 and
 # 0.3.26, their own push senders): push parks, kill -9 keeps it parked, a
