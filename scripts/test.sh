@@ -36,9 +36,10 @@ stage fuzz bash tests/fuzz/run.sh
 # @a2a-js/sdk from npm, the Rust SDK's a2a-client-lf from crates.io) and a
 # pre-0.3 client, against the real server.
 stage interop bash tests/interop/run.sh
-# Watching tasks on real peers built with the official Python SDK (1.3.0 and
-# 0.3.26, their own push senders): push parks, kill -9 keeps it parked, a
-# forged push is refused, a reply reaches the peer exactly once.
+# Watching tasks on real peers built with the official SDKs (Python 1.3.0 and
+# 0.3.26, Rust a2a-server-lf over each binding; their own push senders): push
+# parks, kill -9 keeps it parked, a forged push is refused, a reply reaches
+# the peer exactly once.
 stage peers bash tests/peers/watch_flow.sh
 # The approval UI: Vitest for its stores and api.ts, then Chromium
 # (playwright-core) against a real server; screenshots in tests/ui/output/.

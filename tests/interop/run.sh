@@ -44,7 +44,7 @@ run .venv-sdk03/bin/python py_client.py "$BASE_URL" interop "$@"
 run node js_client.mjs "$BASE_URL" interop "$@"
 run node js_client.mjs "$BASE_URL" interop --card root --transport jsonrpc "$@"
 run node js_client.mjs "$BASE_URL" interop --dialect 0.3 "$@"
-run rust_client/target/debug/rust-sdk-client "$BASE_URL" interop
+run ../rust_sdk/target/debug/rust-sdk-client "$BASE_URL" interop
 run .venv-sdk03/bin/python legacy_client.py "$BASE_URL" interop --stream "$@"
 # The SDK's signature verifier accepts every card we serve (keys from our JWKS).
 run .venv-sdk1/bin/python card_signature.py "$BASE_URL" interop
@@ -54,7 +54,7 @@ if [ -n "${DATA_DIR:-}" ]; then
     run .venv-sdk1/bin/python py_client.py "$BASE_URL" lab/interop --dialect 0.3 "$@"
     run .venv-sdk03/bin/python py_client.py "$BASE_URL" lab/interop "$@"
     run node js_client.mjs "$BASE_URL" lab/interop "$@"
-    run rust_client/target/debug/rust-sdk-client "$BASE_URL" lab/interop
+    run ../rust_sdk/target/debug/rust-sdk-client "$BASE_URL" lab/interop
 fi
 
 # A person decides, through the CLI, on work the official Python SDK handed

@@ -3,7 +3,7 @@
 #   .venv-sdk1   a2a-sdk 1.x  (requirements-sdk1.txt)
 #   .venv-sdk03  a2a-sdk 0.3.26 (requirements-sdk03.txt)
 #   node_modules @a2a-js/sdk (package-lock.json, `npm ci`)
-#   rust_client  the Rust SDK's client, a2a-client-lf (Cargo.lock; cargo)
+#   ../rust_sdk  the Rust SDK's client, a2a-client-lf (its Cargo.lock; cargo)
 # A venv / node_modules is rebuilt only when its pin file changed.
 # Needs python3 (3.10+, with venv), node 20+/npm and cargo; PyPI, npm and
 # crates.io reachable.
@@ -38,4 +38,4 @@ if [ ! -d node_modules/@a2a-js/sdk ] || [ "$(cat node_modules/.stamp 2>/dev/null
 fi
 
 # Cargo rebuilds only what changed; --locked keeps the SDK at its pinned version.
-cargo build --quiet --locked --manifest-path rust_client/Cargo.toml
+cargo build --quiet --locked --manifest-path ../rust_sdk/Cargo.toml

@@ -2,7 +2,9 @@
 # Installs the peer agents' dependencies (idempotent, quiet):
 #   .venv-sdk1   a2a-sdk 1.3.0 + http-server extra + uvicorn  (requirements-sdk1.txt)
 #   .venv-sdk03  a2a-sdk 0.3.26 + http-server extra + uvicorn (requirements-sdk03.txt)
-# A venv is rebuilt only when its pin file changed. Needs python3 (3.10+, with venv); PyPI reachable.
+#   ../rust_sdk  the Rust SDK peer (cargo)
+# A venv is rebuilt only when its pin file changed. Needs python3 (3.10+, with
+# venv) and cargo; PyPI and crates.io reachable.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
@@ -25,3 +27,7 @@ make_venv() { # dir requirements
 
 make_venv .venv-sdk1 requirements-sdk1.txt
 make_venv .venv-sdk03 requirements-sdk03.txt
+
+# The Rust SDK peer (tests/rust_sdk, shared with the interop client; its
+# Cargo.lock pins the SDK).
+cargo build --quiet --locked --manifest-path ../rust_sdk/Cargo.toml

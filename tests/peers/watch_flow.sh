@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Countersign watching tasks on real peers built with the official Python SDK
-# (a2a-sdk 1.3.0 and 0.3.26, their own push senders), end to end through the
-# CLI:
+# Countersign watching tasks on real peers built with the official SDKs (the
+# Python a2a-sdk 1.3.0 and 0.3.26, and the Rust a2a-server-lf serving each of
+# its bindings; each with its own push sender), end to end through the CLI:
 #   1. `countersign send` starts a `slow` task on the peer (working for 2 s,
 #      then input-required); the sweep is off, so only the peer's push can
 #      park it here;
@@ -55,11 +55,15 @@ poll() { # seconds, command... : until the command succeeds
 parked() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q "\"$TASK\""; }
 state_is() { "$CLI" show "$TASK" --json --data-dir "$DATA" | grep -q "\"state\": *\"$1\""; }
 
-for sdk in sdk1 sdk03; do
+rust_peer="$here/../rust_sdk/target/debug/rust-sdk-peer"
+for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
     work="$(mktemp -d)"
     DATA="$work/data"; mkdir -p "$DATA"
     log="$work/peer.jsonl"
-    "$here/.venv-$sdk/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" &
+    case "$sdk" in
+    rust-*) "$rust_peer" --binding "${sdk#rust-}" --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
+    *) "$here/.venv-$sdk/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
+    esac
     pids+=("$!")
     peer_url="$(wait_line "$work/peer.out" 'listening on ')" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
     printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$peer_url" >"$work/config.toml"
