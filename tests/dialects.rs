@@ -403,6 +403,13 @@ async fn v0_3_rest_send_get_and_cancel_use_proto_json() {
         .unwrap();
     let id = r["task"]["id"].as_str().unwrap().to_owned();
     assert_eq!(r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    // ... and the answer spells them the caller's way.
+    assert!(r["task"]["context_id"].is_string(), "{r}");
+    assert!(r["task"].get("contextId").is_none(), "{r}");
+    assert!(
+        r["task"]["status"]["message"]["message_id"].is_string(),
+        "{r}"
+    );
     let got: Value = c
         .http
         .get(url(&format!("/tasks/{id}?historyLength=1")))

@@ -5,6 +5,7 @@
 #   send  durable SendMessage to a `human` agent (each task parked and
 #         committed to SQLite before the answer)
 #   send03 the same send from a 0.3 client (`message/send`, no A2A-Version)
+#   rest03 the same send from a 0.3 HTTP+JSON client (`POST .../v1/message:send`)
 #   get   GetTask of one parked task
 #   get03 the same task read by a 0.3 client (`tasks/get`, no A2A-Version)
 #   card  GET of the agent card
@@ -14,7 +15,7 @@
 #         re-read from a stub peer (the load generator's) and parked
 #         before the answer
 #
-#   bash tests/bench/callgrind.sh [send|send03|get|get03|card|queue|push] [BINARY]
+#   bash tests/bench/callgrind.sh [send|send03|rest03|get|get03|card|queue|push] [BINARY]
 #
 # Rates on a shared VM move by 20% between runs; instruction counts move by
 # about 2% (how requests fall into commits and checkpoints), so they show
@@ -34,8 +35,8 @@ CONNS="${CONNS:-32}"
 WARM="${WARM:-500}"
 FILL="${FILL:-20000}"
 OUT="${OUT:-/tmp/countersign-callgrind.out}"
-case "$SCENARIO" in send | send03 | get | get03 | card | queue | push) ;; *)
-    echo "usage: $0 [send|send03|get|get03|card|queue|push] [BINARY]" >&2
+case "$SCENARIO" in send | send03 | rest03 | get | get03 | card | queue | push) ;; *)
+    echo "usage: $0 [send|send03|rest03|get|get03|card|queue|push] [BINARY]" >&2
     exit 2
     ;;
 esac
@@ -78,6 +79,7 @@ base="http://127.0.0.1:$port/a2a/inbox"
 card="$base/.well-known/agent-card.json"
 send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
 send03='{"jsonrpc":"2.0","id":{n},"method":"message/send","params":{"message":{"kind":"message","messageId":"PREFIX-{n}","role":"user","parts":[{"kind":"text","text":"hello {n}"}]}}}'
+rest03='{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","content":[{"text":"hello {n}"}]}}'
 wait_card() {
     for _ in $(seq 600); do curl -sf "$card" >/dev/null && break; sleep 0.2; done
     curl -sf "$card" >/dev/null || { cat "$work/serve.log" >&2; exit 1; }
@@ -106,6 +108,8 @@ load() { # load COUNT PREFIX
         --body "${send//PREFIX/$2}" --rpc-errors --header "A2A-Version: 1.0" ;;
     send03) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "${send03//PREFIX/$2}" --rpc-errors ;;
+    rest03) "$LOADGEN" "$base/v1/message:send" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 \
+        --method POST --body "${rest03//PREFIX/$2}" ;;
     get) "$LOADGEN" "$base" --conns "$CONNS" --limit "$1" --warmup 0 --duration 3600 --method POST \
         --body "{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"GetTask\",\"params\":{\"id\":\"$task\"}}" \
         --rpc-errors --header "A2A-Version: 1.0" ;;

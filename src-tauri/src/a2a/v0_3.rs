@@ -471,7 +471,7 @@ where
 
 /// `v` as a `Value`. Writing into a `Value` fails only for map keys that
 /// are not strings, which none of these have.
-fn to_value<T: Serialize>(v: &T) -> Value {
+pub(super) fn to_value<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 

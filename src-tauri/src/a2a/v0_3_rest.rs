@@ -5,8 +5,13 @@
 //! `{"task"|"message"|"statusUpdate"|"artifactUpdate": …}` wrappers.
 //!
 //! Clients of this binding parse answers strictly, so only fields of the 0.3
-//! proto are ever written.
+//! proto are ever written. `Rest` and `RestEvent` write answers straight from
+//! their types, spelled as the caller spelled its request (`Names`); the
+//! `encode_*` functions are those writers read into a `Value`.
 
+use std::borrow::Cow;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::Error;
@@ -15,6 +20,7 @@ use super::types::{
     SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskArtifactUpdateEvent,
     TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent, is_base64,
 };
+use super::v0_3::to_value;
 
 fn invalid(msg: impl Into<String>) -> Error {
     Error::InvalidParams(msg.into())
@@ -105,42 +111,6 @@ fn parse_state(v: Option<&Value>) -> Result<TaskState, Error> {
         .ok_or_else(|| invalid(format!("unknown task state `{s}`")))
 }
 
-fn encode_part(p: &Part) -> Value {
-    let mut out = Map::new();
-    match &p.content {
-        PartContent::Text(t) => {
-            out.insert("text".into(), json!(t));
-        }
-        PartContent::Data(d) => {
-            // DataPart.data is a Struct: anything but an object is wrapped.
-            let data = match d {
-                Value::Object(_) => d.clone(),
-                other => json!({ "value": other }),
-            };
-            out.insert("data".into(), json!({ "data": data }));
-        }
-        PartContent::Raw(_) | PartContent::Url(_) => {
-            let mut f = Map::new();
-            match &p.content {
-                PartContent::Raw(b) => f.insert("fileWithBytes".into(), json!(b)),
-                PartContent::Url(u) => f.insert("fileWithUri".into(), json!(u)),
-                _ => None,
-            };
-            if let Some(t) = &p.media_type {
-                f.insert("mimeType".into(), json!(t));
-            }
-            if let Some(n) = &p.filename {
-                f.insert("name".into(), json!(n));
-            }
-            out.insert("file".into(), Value::Object(f));
-        }
-    }
-    if let Some(md) = &p.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    Value::Object(out)
-}
-
 fn decode_part(v: &Value) -> Result<Part, Error> {
     let m = obj(v, "part")?;
     let metadata = opt_obj(m, "metadata", "part")?;
@@ -190,36 +160,6 @@ fn decode_part(v: &Value) -> Result<Part, Error> {
     Err(invalid("a part needs one of text, file, data"))
 }
 
-fn encode_message(m: &Message) -> Value {
-    let mut out = Map::new();
-    out.insert("messageId".into(), json!(m.message_id));
-    if let Some(c) = &m.context_id {
-        out.insert("contextId".into(), json!(c));
-    }
-    if let Some(t) = &m.task_id {
-        out.insert("taskId".into(), json!(t));
-    }
-    out.insert(
-        "role".into(),
-        json!(if m.role == Role::User {
-            "ROLE_USER"
-        } else {
-            "ROLE_AGENT"
-        }),
-    );
-    out.insert(
-        "content".into(),
-        Value::Array(m.parts.iter().map(encode_part).collect()),
-    );
-    if let Some(md) = &m.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    if !m.extensions.is_empty() {
-        out.insert("extensions".into(), json!(m.extensions));
-    }
-    Value::Object(out)
-}
-
 fn decode_message(v: &Value) -> Result<Message, Error> {
     let m = obj(v, "message")?;
     let parts: Vec<Part> = list(m, "content", "message")?
@@ -247,18 +187,6 @@ fn decode_message(v: &Value) -> Result<Message, Error> {
     })
 }
 
-fn encode_status(s: &TaskStatus) -> Value {
-    let mut out = Map::new();
-    out.insert("state".into(), json!(state_name(s.state)));
-    if let Some(m) = &s.message {
-        out.insert("message".into(), encode_message(m));
-    }
-    if let Some(t) = &s.timestamp {
-        out.insert("timestamp".into(), json!(t));
-    }
-    Value::Object(out)
-}
-
 fn decode_status(v: &Value) -> Result<TaskStatus, Error> {
     let m = obj(v, "status")?;
     Ok(TaskStatus {
@@ -271,28 +199,6 @@ fn decode_status(v: &Value) -> Result<TaskStatus, Error> {
             .transpose()?,
         timestamp: opt_str(m, "timestamp", "status")?,
     })
-}
-
-fn encode_artifact(a: &Artifact) -> Value {
-    let mut out = Map::new();
-    out.insert("artifactId".into(), json!(a.artifact_id));
-    if let Some(n) = &a.name {
-        out.insert("name".into(), json!(n));
-    }
-    if let Some(d) = &a.description {
-        out.insert("description".into(), json!(d));
-    }
-    out.insert(
-        "parts".into(),
-        Value::Array(a.parts.iter().map(encode_part).collect()),
-    );
-    if let Some(md) = &a.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    if !a.extensions.is_empty() {
-        out.insert("extensions".into(), json!(a.extensions));
-    }
-    Value::Object(out)
 }
 
 fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
@@ -309,32 +215,6 @@ fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
         metadata: opt_obj(m, "metadata", "artifact")?,
         extensions: strings(m, "extensions", "artifact")?,
     })
-}
-
-/// A task in 0.3 proto JSON.
-pub fn encode_task(t: &Task) -> Value {
-    let mut out = Map::new();
-    out.insert("id".into(), json!(t.id));
-    out.insert("contextId".into(), json!(t.context_id));
-    out.insert("status".into(), encode_status(&t.status));
-    if let Some(a) = &t.artifacts
-        && !a.is_empty()
-    {
-        out.insert(
-            "artifacts".into(),
-            Value::Array(a.iter().map(encode_artifact).collect()),
-        );
-    }
-    if !t.history.is_empty() {
-        out.insert(
-            "history".into(),
-            Value::Array(t.history.iter().map(encode_message).collect()),
-        );
-    }
-    if let Some(md) = &t.metadata {
-        out.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    Value::Object(out)
 }
 
 /// Decodes a task in 0.3 proto JSON.
@@ -361,43 +241,282 @@ pub fn decode_task(v: &Value) -> Result<Task, Error> {
     })
 }
 
+// ---------------------------------------------------------------- writers
+
+/// How the members of an answer are spelled: by their JSON names
+/// (`messageId`), or by their proto field names (`message_id`) for a caller
+/// whose request used those. The contents of `metadata` and of data parts
+/// are the caller's own and keep their keys either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    Json,
+    Proto,
+}
+
+impl Names {
+    /// A member's name, as `self` spells it.
+    fn of(self, json_name: &'static str) -> Cow<'static, str> {
+        if self == Names::Proto && json_name.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(proto_name(json_name))
+        } else {
+            Cow::Borrowed(json_name)
+        }
+    }
+}
+
+/// A value written in the shapes of this binding, straight from its type:
+/// a part, message, status, artifact, task or SendMessage answer.
+pub struct Rest<'a, T>(pub &'a T, pub Names);
+
+/// A stream event in this binding's shape; `.1` marks the last status
+/// update (`final`).
+pub struct RestEvent<'a>(pub &'a StreamResponse, pub bool, pub Names);
+
+/// A page of tasks: `{"tasks": [...], "nextPageToken": ...}`.
+pub struct RestTasks<'a>(pub &'a [Task], pub &'a str, pub Names);
+
+/// Items written one after another as a JSON array.
+struct Each<'a, T>(&'a [T], Names);
+
+impl<T> Serialize for Each<'_, T>
+where
+    for<'b> Rest<'b, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|x| Rest(x, self.1)))
+    }
+}
+
+/// A data part's value: a `google.protobuf.Struct`, so anything but an
+/// object is wrapped as `{"value": …}`.
+struct DataStruct<'a>(&'a Value);
+
+impl Serialize for DataStruct<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        match self.0 {
+            Value::Object(_) => m.serialize_entry("data", self.0)?,
+            other => m.serialize_entry("data", &serde_json::json!({ "value": other }))?,
+        }
+        m.end()
+    }
+}
+
+/// A file part's `file` member.
+struct FileOf<'a>(&'a Part, Names);
+
+impl Serialize for FileOf<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (p, n) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        match &p.content {
+            PartContent::Raw(b) => m.serialize_entry(&n.of("fileWithBytes"), b)?,
+            PartContent::Url(u) => m.serialize_entry(&n.of("fileWithUri"), u)?,
+            PartContent::Text(_) | PartContent::Data(_) => {}
+        }
+        if let Some(t) = &p.media_type {
+            m.serialize_entry(&n.of("mimeType"), t)?;
+        }
+        if let Some(name) = &p.filename {
+            m.serialize_entry("name", name)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Rest<'_, Part> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (p, n) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        match &p.content {
+            PartContent::Text(t) => m.serialize_entry("text", t)?,
+            PartContent::Data(d) => m.serialize_entry("data", &DataStruct(d))?,
+            PartContent::Raw(_) | PartContent::Url(_) => {
+                m.serialize_entry("file", &FileOf(p, n))?
+            }
+        }
+        if let Some(md) = &p.metadata {
+            m.serialize_entry("metadata", md)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Rest<'_, Message> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (msg, n) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry(&n.of("messageId"), &msg.message_id)?;
+        if let Some(c) = &msg.context_id {
+            m.serialize_entry(&n.of("contextId"), c)?;
+        }
+        if let Some(t) = &msg.task_id {
+            m.serialize_entry(&n.of("taskId"), t)?;
+        }
+        let role = if msg.role == Role::User {
+            "ROLE_USER"
+        } else {
+            "ROLE_AGENT"
+        };
+        m.serialize_entry("role", role)?;
+        m.serialize_entry("content", &Each(&msg.parts, n))?;
+        if let Some(md) = &msg.metadata {
+            m.serialize_entry("metadata", md)?;
+        }
+        if !msg.extensions.is_empty() {
+            m.serialize_entry("extensions", &msg.extensions)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Rest<'_, TaskStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (st, n) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("state", state_name(st.state))?;
+        if let Some(msg) = &st.message {
+            m.serialize_entry("message", &Rest(msg, n))?;
+        }
+        if let Some(t) = &st.timestamp {
+            m.serialize_entry("timestamp", t)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Rest<'_, Artifact> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (a, n) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry(&n.of("artifactId"), &a.artifact_id)?;
+        if let Some(name) = &a.name {
+            m.serialize_entry("name", name)?;
+        }
+        if let Some(d) = &a.description {
+            m.serialize_entry("description", d)?;
+        }
+        m.serialize_entry("parts", &Each(&a.parts, n))?;
+        if let Some(md) = &a.metadata {
+            m.serialize_entry("metadata", md)?;
+        }
+        if !a.extensions.is_empty() {
+            m.serialize_entry("extensions", &a.extensions)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Rest<'_, Task> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (t, n) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &t.id)?;
+        m.serialize_entry(&n.of("contextId"), &t.context_id)?;
+        m.serialize_entry("status", &Rest(&t.status, n))?;
+        if let Some(a) = t.artifacts.as_ref().filter(|a| !a.is_empty()) {
+            m.serialize_entry("artifacts", &Each(a, n))?;
+        }
+        if !t.history.is_empty() {
+            m.serialize_entry("history", &Each(&t.history, n))?;
+        }
+        if let Some(md) = &t.metadata {
+            m.serialize_entry("metadata", md)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Rest<'_, SendMessageResponse> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        match self.0 {
+            SendMessageResponse::Task(t) => m.serialize_entry("task", &Rest(t, self.1))?,
+            SendMessageResponse::Message(msg) => {
+                m.serialize_entry("message", &Rest(msg, self.1))?
+            }
+        }
+        m.end()
+    }
+}
+
+/// The inside of a `statusUpdate` or `artifactUpdate` event.
+struct Update<'a>(&'a StreamResponse, bool, Names);
+
+impl Serialize for Update<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let n = self.2;
+        let mut m = s.serialize_map(None)?;
+        let metadata = match self.0 {
+            StreamResponse::StatusUpdate(u) => {
+                m.serialize_entry(&n.of("taskId"), &u.task_id)?;
+                m.serialize_entry(&n.of("contextId"), &u.context_id)?;
+                m.serialize_entry("status", &Rest(&u.status, n))?;
+                m.serialize_entry("final", &self.1)?;
+                &u.metadata
+            }
+            StreamResponse::ArtifactUpdate(u) => {
+                m.serialize_entry(&n.of("taskId"), &u.task_id)?;
+                m.serialize_entry(&n.of("contextId"), &u.context_id)?;
+                m.serialize_entry("artifact", &Rest(&u.artifact, n))?;
+                m.serialize_entry("append", &u.append)?;
+                m.serialize_entry(&n.of("lastChunk"), &u.last_chunk)?;
+                &u.metadata
+            }
+            StreamResponse::Task(_) | StreamResponse::Message(_) => &None,
+        };
+        if let Some(md) = metadata {
+            m.serialize_entry("metadata", md)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for RestEvent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let RestEvent(ev, is_final, n) = *self;
+        let mut m = s.serialize_map(Some(1))?;
+        match ev {
+            StreamResponse::Task(t) => m.serialize_entry("task", &Rest(t, n))?,
+            StreamResponse::Message(msg) => m.serialize_entry("message", &Rest(msg, n))?,
+            StreamResponse::StatusUpdate(_) => {
+                m.serialize_entry(&n.of("statusUpdate"), &Update(ev, is_final, n))?
+            }
+            StreamResponse::ArtifactUpdate(_) => {
+                m.serialize_entry(&n.of("artifactUpdate"), &Update(ev, is_final, n))?
+            }
+        }
+        m.end()
+    }
+}
+
+impl Serialize for RestTasks<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let RestTasks(tasks, token, n) = *self;
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("tasks", &Each(tasks, n))?;
+        m.serialize_entry(&n.of("nextPageToken"), token)?;
+        m.end()
+    }
+}
+
+fn encode_message(m: &Message) -> Value {
+    to_value(&Rest(m, Names::Json))
+}
+
+/// A task in 0.3 proto JSON.
+pub fn encode_task(t: &Task) -> Value {
+    to_value(&Rest(t, Names::Json))
+}
+
 /// A SendMessage answer: `{"task": …}` or `{"message": …}`.
 pub fn encode_send_response(r: &SendMessageResponse) -> Value {
-    match r {
-        SendMessageResponse::Task(t) => json!({ "task": encode_task(t) }),
-        SendMessageResponse::Message(m) => json!({ "message": encode_message(m) }),
-    }
+    to_value(&Rest(r, Names::Json))
 }
 
 /// A stream event; `is_final` marks the last status update.
 pub fn encode_event(ev: &StreamResponse, is_final: bool) -> Value {
-    match ev {
-        StreamResponse::Task(t) => json!({ "task": encode_task(t) }),
-        StreamResponse::Message(m) => json!({ "message": encode_message(m) }),
-        StreamResponse::StatusUpdate(u) => {
-            let mut o = Map::new();
-            o.insert("taskId".into(), json!(u.task_id));
-            o.insert("contextId".into(), json!(u.context_id));
-            o.insert("status".into(), encode_status(&u.status));
-            o.insert("final".into(), json!(is_final));
-            if let Some(md) = &u.metadata {
-                o.insert("metadata".into(), Value::Object(md.clone()));
-            }
-            json!({ "statusUpdate": o })
-        }
-        StreamResponse::ArtifactUpdate(u) => {
-            let mut o = Map::new();
-            o.insert("taskId".into(), json!(u.task_id));
-            o.insert("contextId".into(), json!(u.context_id));
-            o.insert("artifact".into(), encode_artifact(&u.artifact));
-            o.insert("append".into(), json!(u.append));
-            o.insert("lastChunk".into(), json!(u.last_chunk));
-            if let Some(md) = &u.metadata {
-                o.insert("metadata".into(), Value::Object(md.clone()));
-            }
-            json!({ "artifactUpdate": o })
-        }
-    }
+    to_value(&RestEvent(ev, is_final, Names::Json))
 }
 
 /// Decodes a stream event in 0.3 proto JSON.
@@ -608,6 +727,99 @@ mod tests {
             json!([1, 2])
         );
         assert_eq!(decode_task(&wire).unwrap(), t);
+    }
+
+    /// Tasks and events in this binding's text, member for member, in both
+    /// spellings; the keys of metadata and of data parts are the caller's.
+    #[test]
+    fn answers_are_written_member_for_member_in_either_spelling() {
+        let mut t = task();
+        t.metadata = json!({"someKey": {"innerKey": 1}}).as_object().cloned();
+        t.artifacts.as_mut().unwrap()[0].parts[2].content =
+            PartContent::Data(json!({"camelCase": {"data": 1}}));
+        t.artifacts.as_mut().unwrap()[0].parts.push(Part {
+            content: PartContent::Data(json!([1])),
+            metadata: json!({"mediaType": "x"}).as_object().cloned(),
+            filename: None,
+            media_type: None,
+        });
+        let json = serde_json::to_string(&Rest(&t, Names::Json)).unwrap();
+        assert_eq!(
+            json,
+            concat!(
+                r#"{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_CANCELLED","#,
+                r#""message":{"messageId":"a1","contextId":"c1","taskId":"t1","role":"ROLE_AGENT","#,
+                r#""content":[{"text":"ok"}]},"timestamp":"2025-11-09T10:30:00.000Z"},"#,
+                r#""artifacts":[{"artifactId":"x","name":"plan","parts":["#,
+                r#"{"file":{"fileWithBytes":"dGNr","mimeType":"text/plain","name":"a.txt"}},"#,
+                r#"{"file":{"fileWithUri":"https://example.com/b.pdf","mimeType":"application/pdf"}},"#,
+                r#"{"data":{"data":{"camelCase":{"data":1}}}},"#,
+                r#"{"data":{"data":{"value":[1]}},"metadata":{"mediaType":"x"}}]}],"#,
+                r#""history":[{"messageId":"u1","contextId":"c1","taskId":"t1","role":"ROLE_USER","#,
+                r#""content":[{"text":"Plan a trip"}]}],"metadata":{"someKey":{"innerKey":1}}}"#
+            )
+        );
+        let proto = serde_json::to_string(&Rest(&t, Names::Proto)).unwrap();
+        let renamed = [
+            "contextId",
+            "messageId",
+            "taskId",
+            "artifactId",
+            "fileWithBytes",
+        ]
+        .into_iter()
+        .chain(["fileWithUri", "mimeType"])
+        .fold(json.clone(), |text, k| {
+            text.replace(&format!("\"{k}\""), &format!("\"{}\"", proto_name(k)))
+        });
+        assert_eq!(proto, renamed);
+        assert!(proto.contains(r#""camelCase""#) && proto.contains(r#""someKey""#));
+        assert_eq!(
+            encode_task(&t),
+            serde_json::from_str::<Value>(&json).unwrap()
+        );
+
+        let update = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: "t1".into(),
+            context_id: "c1".into(),
+            artifact: Artifact {
+                artifact_id: "x".into(),
+                name: None,
+                description: None,
+                parts: vec![Part::text("a")],
+                metadata: None,
+                extensions: vec!["e".into()],
+            },
+            append: true,
+            last_chunk: false,
+            metadata: json!({"lastChunk": 1}).as_object().cloned(),
+        });
+        assert_eq!(
+            serde_json::to_string(&RestEvent(&update, false, Names::Proto)).unwrap(),
+            concat!(
+                r#"{"artifact_update":{"task_id":"t1","context_id":"c1","artifact":{"artifact_id":"x","#,
+                r#""parts":[{"text":"a"}],"extensions":["e"]},"append":true,"last_chunk":false,"#,
+                r#""metadata":{"lastChunk":1}}}"#
+            )
+        );
+        let status = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state: TaskState::Completed,
+                message: None,
+                timestamp: None,
+            },
+            metadata: None,
+        });
+        assert_eq!(
+            serde_json::to_string(&RestEvent(&status, true, Names::Json)).unwrap(),
+            r#"{"statusUpdate":{"taskId":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"},"final":true}}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&RestTasks(&[], "n", Names::Proto)).unwrap(),
+            r#"{"tasks":[],"next_page_token":"n"}"#
+        );
     }
 
     #[test]

@@ -43,6 +43,11 @@ fn error_body(e: &Error, status: StatusCode) -> serde_json::Value {
 }
 
 /// The error body for `e` under an HTTP status of the binding's choosing.
+/// An error as a stream event's data: the body this binding answers it with.
+pub(super) fn error_event(e: &Error) -> String {
+    error_body(e, status_of(e)).to_string()
+}
+
 fn error_response_with(e: &Error, status: StatusCode, a2a_json: bool) -> Response {
     let mut resp = (status, error_body(e, status).to_string()).into_response();
     resp.headers_mut()
@@ -296,7 +301,7 @@ pub async fn handle(
             let stream = events.map(|item| {
                 let data = item
                     .to_json(Dialect::V1, None)
-                    .unwrap_or_else(|e| error_body(&e, status_of(&e)).to_string());
+                    .unwrap_or_else(|e| error_event(&e));
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
             Sse::new(stream)

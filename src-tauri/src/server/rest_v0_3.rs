@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::ops::{self, Op, Outcome};
 use super::rest::{
-    Route, error_response, from, json_body, method_not_allowed, query_object, route, takes_body,
-    with,
+    Route, error_event, error_response, from, json_body, method_not_allowed, query_object, route,
+    takes_body, with,
 };
 use super::{AppState, base_url, requested_version};
 use crate::a2a::Error;
@@ -72,42 +72,57 @@ pub async fn handle(
         Ok(o) => o,
         Err(e) => return error_response(&e, false),
     };
-    let body = match outcome {
+    let names = if proto_names {
+        wire::Names::Proto
+    } else {
+        wire::Names::Json
+    };
+    // Tasks, messages and events are written straight from their types;
+    // the colder answers are built as values and renamed.
+    let text = match outcome {
         Outcome::Stream(events) => {
             let stream = events.map(move |item| {
-                let data =
-                    styled(wire::encode_event(&item.event, item.last), proto_names).to_string();
+                let data = text_of(&wire::RestEvent(&item.event, item.last, names))
+                    .unwrap_or_else(|e| error_event(&e));
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
             return Sse::new(stream)
                 .keep_alive(KeepAlive::default())
                 .into_response();
         }
-        Outcome::Sent(r) => wire::encode_send_response(&r),
-        Outcome::Task(t, _) => wire::encode_task(&t),
+        Outcome::Sent(r) => text_of(&wire::Rest(&r, names)),
+        Outcome::Task(t, _) => text_of(&wire::Rest(&t, names)),
         Outcome::StoredTask(t, _) => match t.parse() {
-            Ok(t) => wire::encode_task(&t),
-            Err(e) => return error_response(&e.into(), false),
+            Ok(t) => text_of(&wire::Rest(&t, names)),
+            Err(e) => Err(e.into()),
         },
-        Outcome::Tasks(l) => json!({
-            "tasks": l.tasks.iter().map(wire::encode_task).collect::<Vec<_>>(),
-            "nextPageToken": l.next_page_token,
-        }),
-        Outcome::PushConfig(c) => wire::encode_push_config(&c),
-        Outcome::PushConfigs(l) => json!({
-            "configs": l.configs.iter().map(wire::encode_push_config).collect::<Vec<_>>(),
-            "nextPageToken": l.next_page_token,
-        }),
-        Outcome::Deleted => json!({}),
-        Outcome::Card(c) => super::card::v0_3_card(&c),
+        Outcome::Tasks(l) => text_of(&wire::RestTasks(&l.tasks, &l.next_page_token, names)),
+        Outcome::PushConfig(c) => Ok(styled(wire::encode_push_config(&c), proto_names).to_string()),
+        Outcome::PushConfigs(l) => Ok(styled(
+            json!({
+                "configs": l.configs.iter().map(wire::encode_push_config).collect::<Vec<_>>(),
+                "nextPageToken": l.next_page_token,
+            }),
+            proto_names,
+        )
+        .to_string()),
+        Outcome::Deleted => Ok("{}".to_owned()),
+        Outcome::Card(c) => Ok(styled(super::card::v0_3_card(&c), proto_names).to_string()),
     };
-    let body = styled(body, proto_names);
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    match text {
+        Ok(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            text,
+        )
+            .into_response(),
+        Err(e) => error_response(&e, false),
+    }
+}
+
+/// An answer's text.
+fn text_of<T: serde::Serialize>(v: &T) -> Result<String, Error> {
+    serde_json::to_string(v).map_err(|e| Error::Internal(format!("writing the answer: {e}")))
 }
 
 /// Whether a request spells fields by their proto names (`message_id`)
