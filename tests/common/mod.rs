@@ -33,7 +33,44 @@ impl Server {
 
     /// Starts a server on an existing data dir (to test restarts).
     pub fn start_in(dir: &Path, config: Option<&str>, extra: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
+        Server::spawn(
+            Command::new(env!("CARGO_BIN_EXE_countersign")),
+            dir,
+            config,
+            extra,
+        )
+    }
+
+    /// Starts a server in a fresh data dir that may write files of at most
+    /// `kib` KiB (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored): a write past that
+    /// fails as it would on a full disk. [`Server::lift_file_limit`] gives
+    /// it room again.
+    pub fn start_with_file_limit(config: Option<&str>, kib: u64) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(r#"trap '' XFSZ; ulimit -S -f "$1"; shift; exec "$@""#)
+            .arg("bash")
+            .arg(kib.to_string())
+            .arg(env!("CARGO_BIN_EXE_countersign"));
+        let mut s = Server::spawn(cmd, &dir, config, &[]);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// Lifts the limit of [`Server::start_with_file_limit`].
+    pub fn lift_file_limit(&self) {
+        let st = Command::new("prlimit")
+            .arg("--pid")
+            .arg(self.pid().to_string())
+            .arg("--fsize=unlimited:")
+            .status()
+            .expect("run prlimit");
+        assert!(st.success(), "prlimit failed");
+    }
+
+    fn spawn(mut cmd: Command, dir: &Path, config: Option<&str>, extra: &[&str]) -> Server {
         cmd.arg("serve")
             .arg("--data-dir")
             .arg(dir)

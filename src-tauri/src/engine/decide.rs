@@ -3,8 +3,9 @@
 //! A decision is committed first (one per turn, whatever races: a double
 //! click, two windows, the CLI and the UI at once) and applied second, so a
 //! crash in between loses nothing: pending decisions are applied again at
-//! start-up. How a decision is applied depends on where the task lives —
-//! see [`Engine::apply_decision`].
+//! start-up. A decision the store cannot apply for now (a full disk) stays
+//! pending and is tried again. How a decision is applied depends on where
+//! the task lives — see [`Engine::apply_decision`].
 
 use std::sync::Arc;
 
@@ -28,6 +29,37 @@ enum Delivery {
     /// Queued in the outbox for a peer.
     Queued,
 }
+
+/// Why a decision was not applied.
+enum Failure {
+    /// For good: the task moved on or is gone, or its agent is no longer
+    /// served.
+    Final(String),
+    /// For now: the store failed (a full disk, say). The decision stays
+    /// pending and is tried again.
+    Transient(String),
+}
+
+impl From<super::Error> for Failure {
+    fn from(e: super::Error) -> Self {
+        if super::is_storage_failure(&e) {
+            Failure::Transient(e.to_string())
+        } else {
+            Failure::Final(e.to_string())
+        }
+    }
+}
+
+impl From<crate::store::Error> for Failure {
+    fn from(e: crate::store::Error) -> Self {
+        Failure::Transient(super::Error::from(e).to_string())
+    }
+}
+
+/// The first wait before a decision that could not be applied for now is
+/// tried again; each later wait doubles, up to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a person decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -291,13 +323,33 @@ impl Engine {
     /// rejects it. A task of any other local agent gets the decision as the
     /// next user message, as if its caller had answered. (Tasks of peers are
     /// delivered through the outbox.)
-    pub async fn apply_decision(&self, mut d: DecisionRecord) -> DecisionRecord {
+    ///
+    /// A decision the store could not take for now (a full disk, say) stays
+    /// pending and is tried again, after 1 s, then twice as long each time
+    /// up to a minute, and at the next start; a task of a `human` agent may
+    /// meanwhile hold the decision's artifact, which the next try writes
+    /// again under the same id.
+    pub async fn apply_decision(&self, d: DecisionRecord) -> DecisionRecord {
+        self.try_decision(d, RETRY_FIRST).await
+    }
+
+    async fn try_decision(
+        &self,
+        mut d: DecisionRecord,
+        wait: std::time::Duration,
+    ) -> DecisionRecord {
         let outcome = self.deliver(&d).await;
-        let (delivery, error) = match &outcome {
+        let (delivery, error) = match outcome {
             Ok(Delivery::Done) => ("delivered", None),
             // The outbox delivers it to the peer and records how that went.
             Ok(Delivery::Queued) => return d,
-            Err(e) => ("failed", Some(e.clone())),
+            Err(Failure::Final(e)) => ("failed", Some(e)),
+            Err(Failure::Transient(e)) => {
+                tracing::warn!(decision = %d.id, "the decision is not applied yet ({e}); trying again in {wait:?}");
+                self.retry_decision(d.clone(), wait);
+                // Shown as "being retried: …".
+                ("pending", Some(e))
+            }
         };
         let (id, err) = (d.id.clone(), error.clone());
         let now = now_ms();
@@ -315,26 +367,33 @@ impl Engine {
         d
     }
 
-    async fn deliver(&self, d: &DecisionRecord) -> Result<Delivery, String> {
+    /// Tries `d` again after `wait`, off the caller's path.
+    fn retry_decision(&self, d: DecisionRecord, wait: std::time::Duration) {
+        let engine = self.clone();
+        let next = (wait * 2).min(RETRY_MAX);
+        let again: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                tokio::time::sleep(wait).await;
+                engine.try_decision(d, next).await;
+            });
+        tokio::spawn(again);
+    }
+
+    async fn deliver(&self, d: &DecisionRecord) -> Result<Delivery, Failure> {
         let head = self
             .inner
             .store
-            .read_point(|conn| tasks::head(conn, &d.task_id))
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("task `{}` is gone", d.task_id))?;
+            .read_point(|conn| tasks::head(conn, &d.task_id))?
+            .ok_or_else(|| Failure::Final(format!("task `{}` is gone", d.task_id)))?;
         if !head.state.is_interrupted() {
-            return Err(format!(
+            return Err(Failure::Final(format!(
                 "task is {} now; the decision came too late",
                 head.state.short_name()
-            ));
+            )));
         }
         // A watched task lives on a peer: the decision becomes a call in the
         // durable outbox (keyed by the decision, so queuing twice is a no-op).
-        if let Some((peer_id, remote_id)) = self
-            .remote_of(&d.task_id)
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        if let Some((peer_id, remote_id)) = self.remote_of(&d.task_id).await? {
             let mut item = crate::store::peers::OutboxItem::due_now(
                 d.id.clone(),
                 "decision",
@@ -355,15 +414,13 @@ impl Engine {
             self.inner
                 .store
                 .write(move |conn| crate::store::peers::enqueue(conn, &item))
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             self.inner.outbox_ready.notify_one();
             return Ok(Delivery::Queued);
         }
-        let agent: Arc<super::Agent> = self
-            .agent(&head.agent_id)
-            .cloned()
-            .ok_or_else(|| format!("agent `{}` is no longer served", head.agent_id))?;
+        let agent: Arc<super::Agent> = self.agent(&head.agent_id).cloned().ok_or_else(|| {
+            Failure::Final(format!("agent `{}` is no longer served", head.agent_id))
+        })?;
         let parts = decision_parts(d);
         if agent.config.backend == BackendKind::Human {
             let message = Message::agent(parts);
@@ -393,9 +450,7 @@ impl Engine {
                 _ => vec![Step::Status(TaskState::Rejected, Some(message))],
             };
             for step in steps {
-                self.apply(&d.task_id, step)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                self.apply(&d.task_id, step).await?;
             }
             return Ok(Delivery::Done);
         }
@@ -411,7 +466,7 @@ impl Engine {
         self.send(&agent, &head.owner, req, Dialect::V1)
             .await
             .map(|_| Delivery::Done)
-            .map_err(|e| e.to_string())
+            .map_err(Failure::from)
     }
 
     /// After a restart: applies decisions that were recorded but not yet

@@ -108,6 +108,15 @@ pub fn json_ok<T: Serialize + ?Sized>(value: &T) -> Response {
 
 /// `{"error": {"code", "message"}}` with that status: the one shape of
 /// every UI API error.
+/// A storage failure, logged, as a 500 that says what the caller may do.
+pub fn store_error(e: &crate::store::Error) -> Response {
+    tracing::error!("storage failure: {e}");
+    api_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        crate::engine::storage_failure(e),
+    )
+}
+
 pub fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = json!({"error": {"code": status.as_u16(), "message": message.into()}});
     (status, Json(body)).into_response()

@@ -14,7 +14,7 @@ use axum::routing::{get, post, put};
 use serde_json::json;
 
 use super::Shared;
-use super::ui_api::api_error;
+use super::ui_api::{api_error, store_error};
 use crate::dispatch::chains::ChainRule;
 use crate::engine::dispatch::ChainError;
 
@@ -30,26 +30,12 @@ pub fn routes() -> Router<Shared> {
         .route("/outbox/{id}/retry", post(retry))
 }
 
-fn store_error(e: crate::store::Error) -> Response {
-    tracing::error!("storage failure: {e}");
-    api_error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "storage failure; see the server log",
-    )
-}
-
 fn chain_error(e: ChainError) -> Response {
     let status = match &e {
         ChainError::UnknownRule(_) | ChainError::UnknownHop(_) => StatusCode::NOT_FOUND,
         ChainError::FromConfig(_) | ChainError::Exists(_) => StatusCode::CONFLICT,
         ChainError::Invalid(_) => StatusCode::BAD_REQUEST,
-        ChainError::Store(_) => {
-            tracing::error!("{e}");
-            return api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage failure; see the server log",
-            );
-        }
+        ChainError::Store(s) => return store_error(s),
     };
     api_error(status, e.to_string())
 }
@@ -62,7 +48,7 @@ fn parse_rule(body: &Bytes) -> Result<ChainRule, String> {
 async fn list(State(state): State<Shared>) -> Response {
     match state.engine.chain_rules().await {
         Ok(rules) => axum::Json(json!({ "rules": rules })).into_response(),
-        Err(e) => store_error(e),
+        Err(e) => store_error(&e),
     }
 }
 
@@ -116,7 +102,7 @@ async fn hops(State(state): State<Shared>, Query(p): Query<BTreeMap<String, Stri
     };
     match state.engine.chain_hops(limit).await {
         Ok(hops) => axum::Json(json!({ "hops": hops })).into_response(),
-        Err(e) => store_error(e),
+        Err(e) => store_error(&e),
     }
 }
 
@@ -152,7 +138,7 @@ async fn outbox(
     let failed = p.get("failed").is_some_and(|v| v == "true" || v == "1");
     match state.engine.outbox(failed).await {
         Ok(items) => axum::Json(json!({ "items": items })).into_response(),
-        Err(e) => store_error(e),
+        Err(e) => store_error(&e),
     }
 }
 
@@ -164,6 +150,6 @@ async fn retry(State(state): State<Shared>, Path(id): Path<String>) -> Response 
             StatusCode::NOT_FOUND,
             format!("no failed delivery `{id}` (only dead letters can be retried)"),
         ),
-        Err(e) => store_error(e),
+        Err(e) => store_error(&e),
     }
 }

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::ui_api::api_error;
+use super::ui_api::{api_error, store_error};
 use super::{Shared, webhook_base};
 use crate::a2a::types::{Part, PartContent};
 use crate::engine::decide::AttachedFile;
@@ -39,13 +39,7 @@ fn peer_error(e: PeerError) -> Response {
         PeerError::Invalid(_) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
         PeerError::Held { .. } => api_error(StatusCode::CONFLICT, e.to_string()),
         PeerError::Client(c) => api_error(StatusCode::BAD_GATEWAY, format!("the peer: {c}")),
-        PeerError::Store(s) => {
-            tracing::error!("storage failure: {s}");
-            api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage failure; see the server log",
-            )
-        }
+        PeerError::Store(s) => store_error(&s),
     }
 }
 

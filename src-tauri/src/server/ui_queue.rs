@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::Shared;
-use super::ui_api::{api_error, json_ok};
+use super::ui_api::{api_error, json_ok, store_error};
 use crate::a2a::types::{Message, PartContent, Task, TaskState};
 use crate::engine::decide::{DecideError, DecisionInput};
 use crate::engine::queue::{QueryError, QueueQuery, to_csv, to_jsonl};
@@ -37,13 +37,7 @@ fn query_error(e: QueryError) -> Response {
     match e {
         QueryError::Invalid(m) => api_error(StatusCode::BAD_REQUEST, m),
         QueryError::NotFound(id) => api_error(StatusCode::NOT_FOUND, format!("no task `{id}`")),
-        QueryError::Store(e) => {
-            tracing::error!("storage failure: {e}");
-            api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage failure; see the server log",
-            )
-        }
+        QueryError::Store(e) => store_error(&e),
     }
 }
 
@@ -211,13 +205,7 @@ async fn decide(
         Err(e @ DecideError::NotFound(_)) => api_error(StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ DecideError::NotParked(..)) => api_error(StatusCode::CONFLICT, e.to_string()),
         Err(e @ DecideError::Invalid(_)) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
-        Err(DecideError::Store(e)) => {
-            tracing::error!("storage failure: {e}");
-            api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage failure; see the server log",
-            )
-        }
+        Err(DecideError::Store(e)) => store_error(&e),
     }
 }
 

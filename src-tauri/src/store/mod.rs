@@ -31,6 +31,10 @@ pub enum Error {
     Corrupt(String),
     #[error("the database writer has stopped")]
     WriterGone,
+    /// A write whose transaction did not commit (a full disk, an I/O error,
+    /// another write of its batch that failed): none of it was stored.
+    #[error("nothing was stored: {0}")]
+    NotStored(String),
     #[error("cannot open the database at {path}: {source}")]
     Open {
         path: PathBuf,

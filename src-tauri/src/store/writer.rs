@@ -40,7 +40,8 @@ pub enum Isolation {
     Batch,
 }
 
-type Completion = Box<dyn FnOnce(bool) + Send>;
+/// Tells a job's caller how its batch ended: committed, or not (and why).
+type Completion = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
 /// What the writer does around each batch besides running its jobs.
 pub struct Hooks {
     /// Counts the commits.
@@ -116,20 +117,20 @@ impl Writer {
                     (result, spoiled)
                 }
                 None => (
-                    Err(Error::Corrupt("cannot begin a write transaction".into())),
+                    Err(Error::NotStored(
+                        "the write transaction could not begin".into(),
+                    )),
                     false,
                 ),
             };
-            let complete: Completion = Box::new(move |committed: bool| {
-                let out = match result {
-                    Ok(_) if !committed => {
-                        Err(Error::Corrupt("the transaction did not commit".into()))
-                    }
-                    Ok(r) => {
+            let complete: Completion = Box::new(move |committed| {
+                let out = match (result, committed) {
+                    (Ok(r), Ok(())) => {
                         after_commit(&r);
                         Ok(r)
                     }
-                    Err(e) => Err(e),
+                    (Ok(_), Err(why)) => Err(Error::NotStored(why.to_owned())),
+                    (Err(e), _) => Err(e),
                 };
                 let _ = done_tx.send(out);
             });
@@ -249,7 +250,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
         for job in jobs {
-            (job(None, true).complete)(false);
+            (job(None, true).complete)(Err("the write transaction could not begin"));
         }
         return;
     }
@@ -275,11 +276,14 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
         }
         batch.spoiled_at.set(Some(Instant::now()));
         for c in completions {
-            c(false);
+            c(Err(
+                "another write in its batch failed, and the batch was rolled back",
+            ));
         }
         return;
     }
     let finished = (batch.hooks.before_commit)(conn).and_then(|()| run_cached(conn, "COMMIT"));
+    let failure;
     let committed = match finished {
         Ok(()) => {
             // Counted before any caller hears of the commit.
@@ -292,12 +296,13 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
             if queued != batch.queued_seen.replace(queued) {
                 batch.hooks.outbox_queued.notify_one();
             }
-            true
+            Ok(())
         }
         Err(e) => {
             tracing::error!("commit failed: {e}");
             let _ = conn.execute_batch("ROLLBACK");
-            false
+            failure = format!("the commit failed ({e})");
+            Err(failure.as_str())
         }
     };
     for c in completions {
