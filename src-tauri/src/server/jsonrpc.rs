@@ -515,12 +515,7 @@ async fn respond(
         old => outcome.to_old_json(old, Some(&id)),
     };
     match text {
-        Ok(text) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            text,
-        )
-            .into_response(),
+        Ok(text) => super::json_text_ok(text),
         Err(e) => error_response(&id, &e, None),
     }
 }

@@ -324,6 +324,17 @@ pub fn origin<'a>(state: &'a AppState, headers: &'a HeaderMap) -> &'a str {
         .unwrap_or("")
 }
 
+/// A 200 whose body is `text`, as `application/json`.
+pub fn json_text_ok(text: String) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response()
+}
+
 /// Whether a content type names JSON (`application/json`, `application/a2a+json`).
 pub fn is_json_content_type(headers: &HeaderMap) -> bool {
     is_json_media_type(headers.get(axum::http::header::CONTENT_TYPE))

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Uri, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -110,12 +110,7 @@ pub async fn handle(
         Outcome::Card(c) => Ok(styled(super::card::v0_3_card(&c), proto_names).to_string()),
     };
     match text {
-        Ok(text) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            text,
-        )
-            .into_response(),
+        Ok(text) => super::json_text_ok(text),
         Err(e) => error_response(&e, false),
     }
 }
