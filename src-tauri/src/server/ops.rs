@@ -64,7 +64,10 @@ struct RpcResult<'a, T> {
 /// that id. Written straight into one buffer: `json!` around a `Value`
 /// copies it whole first (a third of a 0.3 GetTask), and `Value`'s
 /// `to_string` writes through a formatter.
-fn json_text<T: serde::Serialize>(id: Option<&Value>, result: &T) -> Result<String, Error> {
+pub(super) fn json_text<T: serde::Serialize>(
+    id: Option<&Value>,
+    result: &T,
+) -> Result<String, Error> {
     // A task answered is about a kilobyte.
     match id {
         Some(id) => to_json_sized(

@@ -82,7 +82,7 @@ pub async fn handle(
     let text = match outcome {
         Outcome::Stream(events) => {
             let stream = events.map(move |item| {
-                let data = text_of(&wire::RestEvent(&item.event, item.last, names))
+                let data = ops::json_text(None, &wire::RestEvent(&item.event, item.last, names))
                     .unwrap_or_else(|e| error_event(&e));
                 Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))
             });
@@ -90,13 +90,15 @@ pub async fn handle(
                 .keep_alive(KeepAlive::default())
                 .into_response();
         }
-        Outcome::Sent(r) => text_of(&wire::Rest(&r, names)),
-        Outcome::Task(t, _) => text_of(&wire::Rest(&t, names)),
+        Outcome::Sent(r) => ops::json_text(None, &wire::Rest(&r, names)),
+        Outcome::Task(t, _) => ops::json_text(None, &wire::Rest(&t, names)),
         Outcome::StoredTask(t, _) => match t.parse() {
-            Ok(t) => text_of(&wire::Rest(&t, names)),
+            Ok(t) => ops::json_text(None, &wire::Rest(&t, names)),
             Err(e) => Err(e.into()),
         },
-        Outcome::Tasks(l) => text_of(&wire::RestTasks(&l.tasks, &l.next_page_token, names)),
+        Outcome::Tasks(l) => {
+            ops::json_text(None, &wire::RestTasks(&l.tasks, &l.next_page_token, names))
+        }
         Outcome::PushConfig(c) => Ok(styled(wire::encode_push_config(&c), proto_names).to_string()),
         Outcome::PushConfigs(l) => Ok(styled(
             json!({
@@ -113,11 +115,6 @@ pub async fn handle(
         Ok(text) => super::json_text_ok(text),
         Err(e) => error_response(&e, false),
     }
-}
-
-/// An answer's text.
-fn text_of<T: serde::Serialize>(v: &T) -> Result<String, Error> {
-    serde_json::to_string(v).map_err(|e| Error::Internal(format!("writing the answer: {e}")))
 }
 
 /// Whether a request spells fields by their proto names (`message_id`)
