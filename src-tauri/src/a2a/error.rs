@@ -20,6 +20,10 @@ pub enum Error {
     InvalidParams(String),
     #[error("Internal error: {0}")]
     Internal(String),
+    /// An internal error of the store (a full disk, say), which may pass:
+    /// on the wire it is [`Error::Internal`].
+    #[error("Internal error: {0}")]
+    Storage(String),
     #[error("Task not found: {0}")]
     TaskNotFound(String),
     #[error("Task cannot be canceled: {0}")]
@@ -66,7 +70,7 @@ impl Error {
             }
             Error::MethodNotFound(_) | Error::NotFound(_) => -32601,
             Error::InvalidParams(_) => -32602,
-            Error::Internal(_) => -32603,
+            Error::Internal(_) | Error::Storage(_) => -32603,
             Error::TaskNotFound(_) => -32001,
             Error::TaskNotCancelable(_) => -32002,
             Error::PushNotificationNotSupported => -32003,
@@ -90,7 +94,7 @@ impl Error {
             Error::InvalidRequest(_) => "INVALID_REQUEST",
             Error::MethodNotFound(_) => "METHOD_NOT_FOUND",
             Error::InvalidParams(_) => "INVALID_PARAMS",
-            Error::Internal(_) => "INTERNAL",
+            Error::Internal(_) | Error::Storage(_) => "INTERNAL",
             Error::TaskNotFound(_) => "TASK_NOT_FOUND",
             Error::TaskNotCancelable(_) => "TASK_NOT_CANCELABLE",
             Error::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
@@ -120,7 +124,7 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match self {
             Error::TaskNotFound(_) | Error::NotFound(_) | Error::MethodNotFound(_) => 404,
-            Error::Internal(_) | Error::InvalidAgentResponse(_) => 500,
+            Error::Internal(_) | Error::Storage(_) | Error::InvalidAgentResponse(_) => 500,
             Error::Unauthenticated(_) => 401,
             Error::PayloadTooLarge(_) => 413,
             Error::RateLimited(_) => 429,
@@ -134,7 +138,7 @@ impl Error {
     pub fn grpc_status(&self) -> &'static str {
         match self {
             Error::TaskNotFound(_) | Error::NotFound(_) | Error::MethodNotFound(_) => "NOT_FOUND",
-            Error::Internal(_) | Error::InvalidAgentResponse(_) => "INTERNAL",
+            Error::Internal(_) | Error::Storage(_) | Error::InvalidAgentResponse(_) => "INTERNAL",
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
             Error::PayloadTooLarge(_) | Error::RateLimited(_) => "RESOURCE_EXHAUSTED",
             Error::RequestTimeout(_) => "DEADLINE_EXCEEDED",

@@ -42,10 +42,9 @@ enum Failure {
 
 impl From<super::Error> for Failure {
     fn from(e: super::Error) -> Self {
-        if super::is_storage_failure(&e) {
-            Failure::Transient(e.to_string())
-        } else {
-            Failure::Final(e.to_string())
+        match e {
+            super::Error::Storage(_) => Failure::Transient(e.to_string()),
+            _ => Failure::Final(e.to_string()),
         }
     }
 }

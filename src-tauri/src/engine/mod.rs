@@ -113,7 +113,7 @@ struct Inner {
 impl From<store::Error> for Error {
     fn from(e: store::Error) -> Self {
         tracing::error!("storage failure: {e}");
-        Error::Internal(storage_failure(&e))
+        Error::Storage(storage_failure(&e))
     }
 }
 
@@ -123,23 +123,15 @@ impl From<store::Error> for Error {
 pub fn storage_failure(e: &store::Error) -> String {
     match e {
         store::Error::NotStored(why) => {
-            format!("{STORAGE_FAILURE}, nothing was stored: {why}; see the server log")
+            format!("storage failure, nothing was stored: {why}; see the server log")
         }
         store::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _))
             if f.code == rusqlite::ErrorCode::DiskFull =>
         {
-            format!("{STORAGE_FAILURE}, nothing was stored: the disk is full; see the server log")
+            "storage failure, nothing was stored: the disk is full; see the server log".into()
         }
-        _ => format!("{STORAGE_FAILURE}; see the server log"),
+        _ => "storage failure; see the server log".into(),
     }
-}
-
-/// How every message of [`storage_failure`] begins.
-pub(crate) const STORAGE_FAILURE: &str = "storage failure";
-
-/// Whether `e` is a storage failure (made from a `store::Error`).
-pub(crate) fn is_storage_failure(e: &Error) -> bool {
-    matches!(e, Error::Internal(m) if m.starts_with(STORAGE_FAILURE))
 }
 
 /// Applies one step to the task `h` heads, in the caller's transaction:
