@@ -181,31 +181,15 @@ fn to_op(method: &str, p: Value, dialect: Dialect) -> Result<Op, Error> {
     if dialect == Dialect::V1 {
         return to_v1_op(method, Params::Value(p));
     }
-    let task_ref =
-        |p: &Value| -> Result<(String, Option<i32>), Error> { v0_3::decode_task_query(p) };
     Ok(match method {
         "message/send" | "tasks/send" => Op::SendMessage(v0_3::decode_send_params(&p, dialect)?),
         "message/stream" | "tasks/sendSubscribe" => {
             Op::SendStreamingMessage(v0_3::decode_send_params(&p, dialect)?)
         }
-        "tasks/get" => {
-            let (id, history_length) = task_ref(&p)?;
-            Op::GetTask(GetTaskRequest {
-                tenant: None,
-                id,
-                history_length,
-            })
+        "tasks/get" | "tasks/cancel" | "tasks/resubscribe" => {
+            task_call(method, v0_3::decode_task_query(&p)?)
+                .ok_or_else(|| Error::MethodNotFound(method.to_owned()))?
         }
-        "tasks/cancel" => Op::CancelTask(TaskIdRequest {
-            tenant: None,
-            id: task_ref(&p)?.0,
-            metadata: None,
-        }),
-        "tasks/resubscribe" => Op::SubscribeToTask(TaskIdRequest {
-            tenant: None,
-            id: task_ref(&p)?.0,
-            metadata: None,
-        }),
         "tasks/pushNotificationConfig/set" | "tasks/pushNotification/set" => {
             Op::CreatePushConfig(v0_3::decode_push_config(&p)?)
         }
@@ -219,7 +203,7 @@ fn to_op(method: &str, p: Value, dialect: Dialect) -> Result<Op, Error> {
         }
         "tasks/pushNotificationConfig/list" => Op::ListPushConfigs(ListPushConfigsRequest {
             tenant: None,
-            task_id: task_ref(&p)?.0,
+            task_id: v0_3::decode_task_query(&p)?.0,
             page_size: None,
             page_token: None,
         }),
@@ -376,26 +360,30 @@ fn fast_v03_op(method: &str, raw: &str) -> Option<Op> {
     Some(match method {
         "message/send" => Op::SendMessage(v0_3::fast_send_params(raw)?),
         "message/stream" => Op::SendStreamingMessage(v0_3::fast_send_params(raw)?),
-        "tasks/get" => {
-            let (id, history_length) = v0_3::fast_task_query(raw)?;
-            Op::GetTask(GetTaskRequest {
-                tenant: None,
-                id,
-                history_length,
-            })
+        "tasks/get" | "tasks/cancel" | "tasks/resubscribe" => {
+            return task_call(method, v0_3::fast_task_query(raw)?);
         }
-        "tasks/cancel" | "tasks/resubscribe" => {
-            let req = TaskIdRequest {
-                tenant: None,
-                id: v0_3::fast_task_query(raw)?.0,
-                metadata: None,
-            };
-            if method == "tasks/cancel" {
-                Op::CancelTask(req)
-            } else {
-                Op::SubscribeToTask(req)
-            }
-        }
+        _ => return None,
+    })
+}
+
+/// A 0.3 task call (`tasks/get`, `tasks/cancel`, `tasks/resubscribe`) from
+/// its params' `id` and `historyLength`, for both paths of [`parse_call`];
+/// `None` for any other method.
+fn task_call(method: &str, (id, history_length): (String, Option<i32>)) -> Option<Op> {
+    let request = |id| TaskIdRequest {
+        tenant: None,
+        id,
+        metadata: None,
+    };
+    Some(match method {
+        "tasks/get" => Op::GetTask(GetTaskRequest {
+            tenant: None,
+            id,
+            history_length,
+        }),
+        "tasks/cancel" => Op::CancelTask(request(id)),
+        "tasks/resubscribe" => Op::SubscribeToTask(request(id)),
         _ => return None,
     })
 }
