@@ -109,19 +109,15 @@ impl Writer {
         let job: Job = Box::new(move |conn: Option<&Connection>, cautious: bool| -> Ran {
             let (result, spoiled) = match conn {
                 Some(conn) if cautious || isolation == Isolation::Savepoint => {
-                    (in_savepoint(conn, f), false)
+                    (in_savepoint(conn, f).map_err(Some), false)
                 }
                 Some(conn) => {
-                    let result = f(conn);
+                    let result = f(conn).map_err(Some);
                     let spoiled = result.is_err();
                     (result, spoiled)
                 }
-                None => (
-                    Err(Error::NotStored(
-                        "the write transaction could not begin".into(),
-                    )),
-                    false,
-                ),
+                // Not run: `complete` is told why.
+                None => (Err(None), false),
             };
             let complete: Completion = Box::new(move |committed| {
                 let out = match (result, committed) {
@@ -129,8 +125,9 @@ impl Writer {
                         after_commit(&r);
                         Ok(r)
                     }
-                    (Ok(_), Err(why)) => Err(Error::NotStored(why.to_owned())),
-                    (Err(e), _) => Err(e),
+                    (Ok(_) | Err(None), Err(why)) => Err(Error::NotStored(why.to_owned())),
+                    (Err(Some(e)), _) => Err(e),
+                    (Err(None), Ok(())) => Err(Error::NotStored("the job did not run".into())),
                 };
                 let _ = done_tx.send(out);
             });
@@ -249,8 +246,9 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
     let conn = batch.conn;
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
+        let why = format!("the write transaction could not begin ({e})");
         for job in jobs {
-            (job(None, true).complete)(Err("the write transaction could not begin"));
+            (job(None, true).complete)(Err(&why));
         }
         return;
     }
@@ -415,6 +413,27 @@ mod tests {
         assert!(out[0].is_ok() && out[2].is_ok(), "{out:?}");
         assert!(out[1].is_err(), "{out:?}");
         assert_eq!(rows(&store).await, ["d", "f"]);
+    }
+
+    /// When no write transaction can begin (another process holds the
+    /// write lock past the busy timeout), each job is told SQLite's reason,
+    /// and the writer goes on once the lock is free.
+    #[tokio::test]
+    async fn a_write_that_cannot_begin_says_why() {
+        let (dir, store) = store_with_table().await;
+        let other = Connection::open(dir.path().join("db.sqlite")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let refused = store.write(|c| put(c, "a")).await;
+        match refused {
+            Err(Error::NotStored(why)) => {
+                assert!(why.contains("could not begin"), "{why}");
+                assert!(why.contains("locked"), "SQLite's reason: {why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        other.execute_batch("ROLLBACK").unwrap();
+        store.write(|c| put(c, "b")).await.unwrap();
+        assert_eq!(rows(&store).await, ["b"]);
     }
 
     /// Without a failure, an unguarded job commits like any other.
