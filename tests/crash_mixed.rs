@@ -64,30 +64,6 @@ struct Ledger {
     decided: HashSet<String>,
 }
 
-/// Notifications the receiver accepted: (notification id, body).
-type Inbox = Arc<Mutex<Vec<(String, Value)>>>;
-
-async fn receiver() -> (String, Inbox) {
-    let got: Inbox = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let sink = got.clone();
-    let app = axum::Router::new().fallback(
-        async move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-            let id = headers
-                .get("a2a-notification-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
-            let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            sink.lock().unwrap().push((id, v));
-            axum::http::StatusCode::OK
-        },
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/hook"), got)
-}
-
 /// One round of load against `base` until `PER_ROUND` operations are
 /// acknowledged or the server stops answering.
 async fn load(base: String, token: String, hook: String, ledger: Arc<Mutex<Ledger>>) -> usize {
@@ -256,7 +232,7 @@ async fn get(http: &reqwest::Client, url: &str, token: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mixed_load_survives_five_kills() {
-    let (hook, got) = receiver().await;
+    let hook = Hook::start().await;
     let b = Server::start(Some(PEER_B));
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_a(&b);
@@ -265,7 +241,12 @@ async fn mixed_load_survives_five_kills() {
     for _ in 0..ROUNDS {
         let mut a = Server::start_in(dir.path(), Some(&cfg), &[]);
         let token = a.ui_token();
-        let round = tokio::spawn(load(a.base.clone(), token, hook.clone(), ledger.clone()));
+        let round = tokio::spawn(load(
+            a.base.clone(),
+            token,
+            hook.url.clone(),
+            ledger.clone(),
+        ));
         // Kill in the middle of the round.
         let progress = |l: &Ledger| l.tasks.len() + l.decided.len();
         let at_start = progress(&ledger.lock().unwrap());
@@ -333,7 +314,7 @@ async fn mixed_load_survives_five_kills() {
         }
     }
     // Every completion owed to the receiver arrived.
-    let received = got.lock().unwrap().clone();
+    let received = hook.accepted();
     let completed_seen: HashSet<String> = received
         .iter()
         .filter(|(_, v)| v["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")

@@ -177,3 +177,323 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_recovers() {
         .await;
     assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
 }
+
+/// A: the parking inbox, a scripted agent that completes at once (its
+/// completions are pushed to a webhook), and peer B, watched by push.
+fn config_watching(b: &Server) -> String {
+    format!(
+        r#"[outbound]
+allow = ["127.0.0.1"]
+[dispatch]
+max_backoff_secs = 1
+[webhooks]
+sweep_secs = 1
+
+[[agents]]
+id = "inbox"
+backend = "human"
+
+[[agents]]
+id = "flow"
+backend = "scripted"
+[[agents.rules]]
+message_id_prefix = "flow"
+steps = [{{ complete = "Done." }}]
+
+[[peers]]
+id = "b"
+url = "{}"
+"#,
+        b.url("/a2a/inbox")
+    )
+}
+
+/// B pushes to A on loopback, and keeps trying while A cannot store.
+const PEER_B: &str = "[outbound]\nallow = [\"127.0.0.1\"]\n[dispatch]\nmax_backoff_secs = 1\nmax_attempts = 1000\n\n[[agents]]\nid = \"inbox\"\n";
+
+/// The outbox of `api`'s server once nothing in it is pending (at most
+/// `limit`).
+async fn drained(api: &Api, limit: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (_, out) = api.call(reqwest::Method::GET, "/outbox", None).await;
+        let items = out["items"].as_array().cloned().unwrap_or_default();
+        if items.iter().all(|i| i["status"] != "pending") {
+            return items;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deliveries still pending: {items:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_holds_pushes_and_deliveries_until_there_is_room() {
+    let hook = Hook::start().await;
+    let b = Server::start(Some(PEER_B));
+    let s = Server::start_with_file_limit(Some(&config_watching(&b)), FILE_LIMIT_KIB);
+    let c = s.client();
+    let api = Api::new(&s);
+    let bc = b.client();
+
+    // Tasks started on B from here, parked there and watched here.
+    let mut watched = Vec::new();
+    for n in 0..DECISIONS {
+        let (status, v) = api
+            .call(
+                reqwest::Method::POST,
+                "/peers/b/tasks",
+                Some(json!({"text": format!("Peer task {n}")})),
+            )
+            .await;
+        assert_eq!(status, 201, "{v}");
+        watched.push(v["task"]["id"].as_str().unwrap().to_owned());
+    }
+    for id in &watched {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, d) = api
+                .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+                .await;
+            if d["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never parked here: {d}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // A webhook for tasks B is sent directly, which only its pushes tell of.
+    let (status, sub) = api
+        .call(reqwest::Method::POST, "/peers/b/subscriptions", None)
+        .await;
+    assert_eq!(status, 201, "{sub}");
+    let pushed_to_us = json!({"url": sub["url"], "token": sub["token"]});
+    let mut pushed = Vec::new();
+    let mut push_from_b = async |n: usize| {
+        let t = bc
+            .rpc_ok(
+                "inbox",
+                "SendMessage",
+                json!({"message": message(&format!("direct-{n}"), "Approve this?"),
+                       "configuration": {"taskPushNotificationConfig": pushed_to_us,
+                                         "returnImmediately": true}}),
+            )
+            .await;
+        pushed.push(t["task"]["id"].as_str().unwrap().to_owned());
+    };
+
+    // A reader holds a snapshot, so the write-ahead log cannot start over:
+    // once it reaches the limit every write fails, updates included.
+    let reader = rusqlite::Connection::open(s.data_dir.join("countersign.db")).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let _: i64 = reader
+        .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+        .unwrap();
+
+    // Fill the disk: parked sends take the room; completed flows owe a
+    // push each, to a webhook that is down for now.
+    hook.set_up(false);
+    let text = "a request that takes room ".repeat(240);
+    let mut flows = Vec::new();
+    let mut refused = 0;
+    for n in 0..3000 {
+        if n % 20 == 0 {
+            push_from_b(n).await;
+        }
+        let v = if n % 2 == 0 {
+            c.rpc(
+                "flow",
+                "SendMessage",
+                json!({"message": message(&format!("flow-{n}"), "run"),
+                       "configuration": {"taskPushNotificationConfig": {"url": hook.url, "token": "t"}}}),
+            )
+            .await
+        } else {
+            send(&c, n, &text).await
+        };
+        match v["result"]["task"]["id"].as_str() {
+            Some(id) if n % 2 == 0 => {
+                assert_eq!(
+                    v["result"]["task"]["status"]["state"],
+                    "TASK_STATE_COMPLETED"
+                );
+                flows.push(id.to_owned());
+            }
+            Some(_) => {}
+            None => {
+                assert_eq!(v["error"]["code"], -32603, "{v}");
+                refused += 1;
+                if refused >= 25 {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(refused >= 25, "the disk never filled");
+    assert!(flows.len() > 5, "only {} flows stored", flows.len());
+
+    // While it is full: B pushes new tasks, decisions go to B, and the
+    // webhook comes up, so owed pushes are delivered but cannot be marked.
+    for n in 0..5 {
+        push_from_b(10_000 + n).await;
+    }
+    let mut refused_decisions = Vec::new();
+    for task in &watched {
+        let (status, body) = decide(&s, task).await;
+        match status {
+            500 => refused_decisions.push(task.clone()),
+            200 => assert_ne!(body["decision"]["delivery"], "failed", "{body}"),
+            _ => panic!("{status} {body}"),
+        }
+    }
+    hook.set_up(true);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let while_full = hook.accepted().len();
+
+    // Room again.
+    reader.execute_batch("COMMIT").unwrap();
+    drop(reader);
+    s.lift_file_limit();
+    for task in &refused_decisions {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, body) = decide(&s, task).await;
+            if status == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{status} {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let items = drained(&api, Duration::from_secs(60)).await;
+    let failed: Vec<&Value> = items.iter().filter(|i| i["status"] == "failed").collect();
+    assert!(failed.is_empty(), "dead letters: {failed:#?}");
+    drained(&Api::new(&b), Duration::from_secs(60)).await;
+
+    // Every completion owed reached the webhook; a delivery that could not
+    // be marked was sent again only with backoff, not in a loop.
+    let got = hook.accepted();
+    let mut per_id: std::collections::HashMap<&str, usize> = Default::default();
+    for (id, _) in &got {
+        *per_id.entry(id).or_default() += 1;
+    }
+    let most = per_id.values().copied().max().unwrap_or(0);
+    assert!(
+        most <= 4,
+        "a notification was sent {most} times ({} in all, {while_full} while the disk was full)",
+        got.len()
+    );
+    let completed: HashSet<&str> = got
+        .iter()
+        .filter(|(_, v)| v["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        .filter_map(|(_, v)| v["statusUpdate"]["taskId"].as_str())
+        .collect();
+    for id in &flows {
+        assert!(completed.contains(id.as_str()), "completion of {id} lost");
+    }
+
+    // Every decision reached B once; every task B pushed is watched here.
+    for task in &watched {
+        let (_, d) = api
+            .call(reqwest::Method::GET, &format!("/tasks/{task}"), None)
+            .await;
+        let deliveries: Vec<&Value> = d["decisions"]
+            .as_array()
+            .map(|a| a.iter().map(|x| &x["delivery"]).collect())
+            .unwrap_or_default();
+        assert_eq!(deliveries, [&json!("delivered")], "{d}");
+    }
+    let b_api = Api::new(&b);
+    let (_, listed) = b_api
+        .call(reqwest::Method::GET, "/tasks?limit=500", None)
+        .await;
+    for t in listed["items"].as_array().cloned().unwrap_or_default() {
+        let id = t["id"].as_str().unwrap_or_default();
+        let (_, d) = b_api
+            .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+            .await;
+        let mut ids: Vec<&str> = d["task"]["history"]
+            .as_array()
+            .map(|h| h.iter().filter_map(|m| m["messageId"].as_str()).collect())
+            .unwrap_or_default();
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "a message applied twice on B: {d}");
+    }
+    let mut s = s;
+    assert!(s.terminate().success());
+    let db = rusqlite::Connection::open(s.data_dir.join("countersign.db")).unwrap();
+    let remote: HashSet<String> = db
+        .prepare("SELECT remote_id FROM tasks WHERE peer_id = 'b'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for id in &pushed {
+        assert!(
+            remote.contains(id),
+            "B's task {id} was pushed but never kept"
+        );
+    }
+    let check: String = db
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    eprintln!(
+        "disk_full: {} flows, {} pushed by B, {} decisions ({} refused while full), {} notifications ({while_full} while full)",
+        flows.len(),
+        pushed.len(),
+        watched.len(),
+        refused_decisions.len(),
+        got.len()
+    );
+}
+
+/// A log that cannot be written (it is on the full disk) loses log lines,
+/// and nothing else: the server starts, refuses what it cannot store, and
+/// stores again once there is room; no thread that logged has stopped.
+#[tokio::test]
+async fn a_log_that_cannot_be_written_stops_nothing() {
+    const KIB: u64 = FILE_LIMIT_KIB;
+    let s = Server::start_with_full_log(Some(CONFIG), KIB);
+    let c = s.client();
+    let text = "a request that takes room ".repeat(240);
+    let mut stored = 0;
+    let mut refused = 0;
+    for n in 0..2000 {
+        let v = send(&c, n, &text).await;
+        if v["result"]["task"]["id"].is_string() {
+            stored += 1;
+            continue;
+        }
+        // Logged by the database writer, and by the request's task.
+        assert_eq!(v["error"]["code"], -32603, "{v}");
+        refused += 1;
+        if refused >= 5 {
+            break;
+        }
+    }
+    assert!(
+        stored > 0 && refused >= 5,
+        "{stored} stored, {refused} refused"
+    );
+    assert_eq!(
+        s.log().len() as u64,
+        KIB * 1024,
+        "the log grew past its limit"
+    );
+    s.lift_file_limit();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = send(&c, 100_000, "after the disk had room again").await;
+        if v["result"]["task"]["id"].is_string() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no write succeeded after: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

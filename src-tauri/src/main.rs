@@ -471,6 +471,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("countersign=info,warn")),
         )
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (the disk is full) is dropped;
+        // the default reports it with `eprintln!`, which then panics the
+        // thread that logged, the database writer among them.
+        .log_internal_errors(false)
         .init();
     let result = match cli.command {
         Some(Command::Serve(args)) => run_serve(args),

@@ -46,8 +46,23 @@ impl Server {
     /// fails as it would on a full disk. [`Server::lift_file_limit`] gives
     /// it room again.
     pub fn start_with_file_limit(config: Option<&str>, kib: u64) -> Server {
+        Server::limited(config, kib, false)
+    }
+
+    /// [`Server::start_with_file_limit`], with the log (stderr,
+    /// `server.log`) already as large as a file may be: every log line the
+    /// server writes fails.
+    pub fn start_with_full_log(config: Option<&str>, kib: u64) -> Server {
+        Server::limited(config, kib, true)
+    }
+
+    fn limited(config: Option<&str>, kib: u64, full_log: bool) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
+        if full_log {
+            let size = usize::try_from(kib * 1024).unwrap();
+            std::fs::write(dir.join("server.log"), vec![b'.'; size]).unwrap();
+        }
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(r#"trap '' XFSZ; ulimit -S -f "$1"; shift; exec "$@""#)
@@ -489,5 +504,55 @@ impl Api {
             .find(|p| p["id"] == id)
             .cloned()
             .unwrap()
+    }
+}
+
+/// A webhook receiver on 127.0.0.1 that records every notification it
+/// accepts: its `A2A-Notification-Id` and its body. While down it answers
+/// 503 and records nothing.
+#[derive(Clone)]
+pub struct Hook {
+    /// `http://127.0.0.1:PORT/hook`
+    pub url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Hook {
+    pub async fn start() -> Hook {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let hook = Hook {
+            url: format!("http://{}/hook", listener.local_addr().unwrap()),
+            got: Default::default(),
+            up: std::sync::Arc::new(true.into()),
+        };
+        let h = hook.clone();
+        let app = axum::Router::new().fallback(
+            async move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                if !h.up.load(std::sync::atomic::Ordering::SeqCst) {
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                }
+                let id = headers
+                    .get("a2a-notification-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                h.got.lock().unwrap().push((id, v));
+                axum::http::StatusCode::OK
+            },
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        hook
+    }
+
+    /// Answers 2xx (`true`) or 503.
+    pub fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The notifications accepted so far, in arrival order.
+    pub fn accepted(&self) -> Vec<(String, Value)> {
+        self.got.lock().unwrap().clone()
     }
 }

@@ -19,6 +19,9 @@ use crate::a2a::v0_3::{self, Dialect};
 pub struct Failure {
     pub message: String,
     pub transient: bool,
+    /// Our own storage failed, not the receiver: tried again for as long
+    /// as it takes, never given up on.
+    pub ours: bool,
 }
 
 impl Failure {
@@ -26,6 +29,7 @@ impl Failure {
         Failure {
             message: message.into(),
             transient: false,
+            ours: false,
         }
     }
 
@@ -33,6 +37,16 @@ impl Failure {
         Failure {
             message: message.into(),
             transient: true,
+            ours: false,
+        }
+    }
+
+    /// A storage failure of ours (a full disk, say).
+    pub fn storage(e: &crate::store::Error) -> Failure {
+        Failure {
+            message: format!("storage failure: {e}"),
+            transient: true,
+            ours: true,
         }
     }
 }

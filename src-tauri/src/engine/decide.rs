@@ -55,10 +55,7 @@ impl From<crate::store::Error> for Failure {
     }
 }
 
-/// The first wait before a decision that could not be applied for now is
-/// tried again; each later wait doubles, up to [`RETRY_MAX`].
-const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+use super::{STORE_RETRY_FIRST as RETRY_FIRST, STORE_RETRY_MAX as RETRY_MAX};
 
 /// What a person decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]

@@ -11,7 +11,7 @@
 //! go out one at a time, in the order they were queued; a failing one holds
 //! the ones behind it until it is delivered or dead-lettered.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,33 @@ const LOOK_FACTOR: usize = 8;
 /// How long the items one look read are started from before the outbox is
 /// read again: items that fall due meanwhile wait at most this long.
 const LOOK_FOR: Duration = Duration::from_millis(100);
+
+/// Items whose last attempt could not be recorded, because our storage
+/// refused the write (a full disk): the store still has them due as they
+/// were, so without a hold they would be sent again at once, over and over.
+/// Each waits [`super::STORE_RETRY_FIRST`], doubling up to
+/// [`super::STORE_RETRY_MAX`]; a restart forgets the holds.
+#[derive(Default)]
+struct Holds(HashMap<String, (Instant, Duration)>);
+
+impl Holds {
+    /// Holds `id` after an attempt that could not be recorded.
+    fn hold(&mut self, id: &str) {
+        let wait = match self.0.get(id) {
+            Some((_, last)) => (*last * 2).min(super::STORE_RETRY_MAX),
+            None => super::STORE_RETRY_FIRST,
+        };
+        self.0.insert(id.to_owned(), (Instant::now() + wait, wait));
+    }
+
+    /// Until when `id` is held, if it is.
+    fn until(&self, id: &str) -> Option<Instant> {
+        self.0
+            .get(id)
+            .map(|(until, _)| *until)
+            .filter(|until| *until > Instant::now())
+    }
+}
 
 /// How outbound deliveries behave, and the client they use.
 pub struct Dispatch {
@@ -75,9 +102,10 @@ impl Default for Dispatch {
 
 impl From<super::peers::PeerError> for Failure {
     fn from(e: super::peers::PeerError) -> Failure {
-        Failure {
-            transient: e.is_transient(),
-            message: e.to_string(),
+        match e {
+            super::peers::PeerError::Store(s) => Failure::storage(&s),
+            e if e.is_transient() => Failure::transient(e.to_string()),
+            e => Failure::permanent(e.to_string()),
         }
     }
 }
@@ -141,6 +169,7 @@ impl Engine {
     /// and then saw delivered is skipped.
     pub async fn run_outbox(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let holds: Arc<Mutex<Holds>> = Arc::default();
         let ended: Arc<tokio::sync::Notify> = Arc::default();
         let limit = self.dispatch().config.concurrency;
         let mut looked: Option<(Instant, VecDeque<OutboxItem>)> = None;
@@ -158,8 +187,15 @@ impl Engine {
                 looked = Some((Instant::now(), due.into()));
             }
             let mut busy = false;
+            // The first hold to end, of the items this pass left held.
+            let mut held_until: Option<Instant> = None;
             if let Some((_, due)) = looked.as_mut() {
                 while let Some(item) = due.pop_front() {
+                    let held = holds.lock().ok().and_then(|h| h.until(&item.id));
+                    if let Some(until) = held {
+                        held_until = Some(held_until.map_or(until, |t| t.min(until)));
+                        continue;
+                    }
                     let key = item.order_key.clone().unwrap_or_else(|| item.id.clone());
                     {
                         let Ok(mut set) = in_flight.lock() else { break };
@@ -174,10 +210,21 @@ impl Engine {
                             continue;
                         }
                     }
-                    let (engine, in_flight, ended) =
-                        (self.clone(), in_flight.clone(), ended.clone());
+                    let (engine, in_flight, ended, holds) = (
+                        self.clone(),
+                        in_flight.clone(),
+                        ended.clone(),
+                        holds.clone(),
+                    );
                     tokio::spawn(async move {
-                        engine.attempt(item).await;
+                        let recorded = engine.attempt(&item).await;
+                        if let Ok(mut h) = holds.lock() {
+                            if recorded {
+                                h.0.remove(&item.id);
+                            } else {
+                                h.hold(&item.id);
+                            }
+                        }
                         if let Ok(mut set) = in_flight.lock() {
                             set.remove(&key);
                         }
@@ -191,9 +238,19 @@ impl Engine {
                 // Woken when an attempt ends.
                 Duration::from_secs(1)
             } else {
-                match self.inner.store.read(p::next_due).await.ok().flatten() {
+                let next = match self.inner.store.read(p::next_due).await.ok().flatten() {
                     Some(ms) => Duration::from_millis((ms - now_ms()).clamp(10, 60_000) as u64),
                     None => Duration::from_secs(60),
+                };
+                // The earliest due item may be a held one: look again when
+                // the first hold ends, or in a second, whichever is sooner.
+                match held_until {
+                    Some(until) => next.max(
+                        until
+                            .saturating_duration_since(Instant::now())
+                            .min(Duration::from_secs(1)),
+                    ),
+                    None => next,
                 }
             };
             let fresh = tokio::select! {
@@ -211,7 +268,10 @@ impl Engine {
         }
     }
 
-    async fn attempt(&self, item: OutboxItem) {
+    /// Makes one attempt at `item` and records how it went. Returns
+    /// whether that record (or the check before it) could be stored and
+    /// read: when not, the item is still due as it was.
+    async fn attempt(&self, item: &OutboxItem) -> bool {
         // The list this item came from may predate the end of its previous
         // attempt (read, then that attempt committed and left the in-flight
         // set): go only if it is still pending and untried since.
@@ -221,38 +281,38 @@ impl Engine {
             .read_point(|conn| p::outbox_item(conn, &item.id));
         match current {
             Ok(Some(now)) if now.status == "pending" && now.attempts == item.attempts => {}
-            Ok(_) => return,
+            Ok(_) => return true,
             Err(e) => {
                 tracing::warn!(item = %item.id, "cannot re-read an outbox item: {e}");
-                return;
+                return false;
             }
         }
         let result = match item.kind.as_str() {
             "decision" => self
-                .deliver_to_peer(&item)
+                .deliver_to_peer(item)
                 .await
                 .map(|()| Done::Delivered)
                 .map_err(Failure::from),
-            "push" => self.deliver_push(&item).await,
+            "push" => self.deliver_push(item).await,
             "reread" => self
-                .reread(&item)
+                .reread(item)
                 .await
                 .map(|()| Done::Recorded)
                 .map_err(Failure::from),
-            "chain" => self.deliver_hop(&item).await.map(|()| Done::Delivered),
+            "chain" => self.deliver_hop(item).await.map(|()| Done::Delivered),
             other => Err(Failure::permanent(format!("unknown outbox kind `{other}`"))),
         };
         let cfg = &self.dispatch().config;
         let now = now_ms();
         let (status, error, next) = match &result {
-            Ok(Done::Recorded) => return,
+            Ok(Done::Recorded) => return true,
             Ok(Done::Delivered) => ("delivered", None, now),
             Ok(Done::Canceled) => (
                 "canceled",
                 Some("its push notification config was deleted".to_owned()),
                 now,
             ),
-            Err(f) if item.attempts + 1 >= cfg.max_attempts || !f.transient => {
+            Err(f) if gives_up(f, item.attempts + 1, cfg.max_attempts) => {
                 ("failed", Some(f.message.clone()), now)
             }
             Err(f) => (
@@ -284,6 +344,7 @@ impl Engine {
             .await;
         if let Err(e) = stored {
             tracing::error!(item = %item.id, "cannot record an outbox attempt: {e}");
+            return false;
         }
         match (status, &error) {
             ("failed", Some(e)) => {
@@ -294,6 +355,7 @@ impl Engine {
             }
             _ => {}
         }
+        true
     }
 
     /// POSTs one push notification to its config's webhook.
@@ -307,7 +369,7 @@ impl Engine {
             .inner
             .store
             .read_point(move |conn| tasks::get_push_config(conn, &task_id, &config_id))
-            .map_err(|e| Failure::transient(e.to_string()))?;
+            .map_err(|e| Failure::storage(&e))?;
         let Some(config) = config else {
             return Ok(Done::Canceled);
         };
@@ -357,7 +419,7 @@ impl Engine {
                 Ok(Some((hop, rule, task)))
             })
             .await
-            .map_err(|e| Failure::transient(e.to_string()))?;
+            .map_err(|e| Failure::storage(&e))?;
         let Some((hop, rule, task)) = found else {
             return Err(Failure::permanent("the hop is gone"));
         };
@@ -651,6 +713,13 @@ fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Mess
 }
 
 /// Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most `max_secs`.
+/// Whether `f`, after `attempts` attempts, ends its item as a dead letter:
+/// a permanent failure at once, a transient one of the receiver's after
+/// `max_attempts`; our own storage failing, never.
+fn gives_up(f: &Failure, attempts: i64, max_attempts: i64) -> bool {
+    !f.transient || (attempts >= max_attempts && !f.ours)
+}
+
 pub(super) fn backoff_ms(attempts: i64, max_secs: u64) -> i64 {
     let base = 1000i64
         .saturating_mul(1 << attempts.clamp(0, 20))
@@ -662,7 +731,18 @@ pub(super) fn backoff_ms(attempts: i64, max_secs: u64) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::backoff_ms;
+    use super::*;
+
+    #[test]
+    fn only_the_receiver_failing_uses_up_attempts() {
+        let full = crate::store::Error::NotStored("the commit failed (disk full)".into());
+        assert!(!gives_up(&Failure::storage(&full), 1_000, 8));
+        assert!(!gives_up(&Failure::transient("HTTP 503"), 7, 8));
+        assert!(gives_up(&Failure::transient("HTTP 503"), 8, 8));
+        assert!(gives_up(&Failure::permanent("HTTP 404"), 1, 8));
+        let peer = super::super::peers::PeerError::Store(full);
+        assert!(Failure::from(peer).ours);
+    }
 
     #[test]
     fn backoff_doubles_with_jitter_and_is_capped() {
