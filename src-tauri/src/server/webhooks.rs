@@ -156,6 +156,8 @@ pub async fn receive(
                 )
                     .into_response();
             }
+            // Read, but not kept: the outbox retries the whole re-read.
+            Ok(Err(e @ crate::engine::peers::PeerError::Store(_))) => Some(e.to_string()),
             Ok(Err(e)) => Some(format!("cannot re-read the task from the peer: {e}")),
             Err(_) => Some(format!(
                 "the peer did not answer the re-read within {wait} ms"
