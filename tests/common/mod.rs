@@ -556,3 +556,32 @@ impl Hook {
         self.got.lock().unwrap().clone()
     }
 }
+
+/// Asserts that no task of `s` holds a message twice (by `messageId`):
+/// nothing sent to it at least once was applied more than once. Returns how
+/// many tasks it checked.
+pub async fn assert_each_message_once(s: &Server) -> usize {
+    let api = Api::new(s);
+    let (status, listed) = api
+        .call(reqwest::Method::GET, "/tasks?limit=500", None)
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    let items = listed["items"].as_array().cloned().unwrap_or_default();
+    for t in &items {
+        let id = t["id"].as_str().expect("a listed task has an id");
+        let (status, d) = api
+            .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{d}");
+        let mut ids: Vec<&str> = d["task"]["history"]
+            .as_array()
+            .map(|h| h.iter().filter_map(|m| m["messageId"].as_str()).collect())
+            .unwrap_or_default();
+        let n = ids.len();
+        assert!(n > 0, "a task without messages: {d}");
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "a message applied twice: {d}");
+    }
+    items.len()
+}
