@@ -480,3 +480,28 @@ async fn a_log_that_cannot_be_written_stops_nothing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// With no room for even an empty database, the server does not start,
+/// and says which file it could not write.
+#[test]
+fn no_room_to_start_is_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = limited_command(64)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--bind")
+        .arg("127.0.0.1:0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let db = dir.path().join("countersign.db");
+    let said = format!(
+        "countersign: cannot open the database at {}: ",
+        db.display()
+    );
+    assert!(stderr.contains(&said), "{stderr}");
+    // Each cause once, not the same words three times over.
+    assert!(stderr.matches("disk I/O error").count() <= 2, "{stderr}");
+}

@@ -537,7 +537,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("countersign: {e:#}");
+            eprintln!("countersign: {}", countersign::error_text(&e));
             ExitCode::from(2)
         }
     }

@@ -12,6 +12,18 @@ use serde_json::{Value, json};
 /// The scripted agent that follows the TCK scenario contract.
 pub const TCK_CONFIG: &str = include_str!("../conformance/tck-agent.toml");
 
+/// `countersign`, run with files of at most `kib` KiB (`RLIMIT_FSIZE`,
+/// with `SIGXFSZ` ignored): a write past that fails as on a full disk.
+pub fn limited_command(kib: u64) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -S -f "$1"; shift; exec "$@""#)
+        .arg("bash")
+        .arg(kib.to_string())
+        .arg(env!("CARGO_BIN_EXE_countersign"));
+    cmd
+}
+
 /// A running server process.
 pub struct Server {
     child: Option<Child>,
@@ -63,13 +75,7 @@ impl Server {
             let size = usize::try_from(kib * 1024).unwrap();
             std::fs::write(dir.join("server.log"), vec![b'.'; size]).unwrap();
         }
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c")
-            .arg(r#"trap '' XFSZ; ulimit -S -f "$1"; shift; exec "$@""#)
-            .arg("bash")
-            .arg(kib.to_string())
-            .arg(env!("CARGO_BIN_EXE_countersign"));
-        let mut s = Server::spawn(cmd, &dir, config, &[]);
+        let mut s = Server::spawn(limited_command(kib), &dir, config, &[]);
         s._tmp = Some(tmp);
         s
     }

@@ -97,7 +97,7 @@ pub(super) fn cannot_start(e: &anyhow::Error) {
     let shown = notify_rust::Notification::new()
         .appname("Countersign")
         .summary("Countersign cannot start")
-        .body(&format!("{e:#}"))
+        .body(&crate::error_text(e))
         .icon("countersign")
         .show();
     if let Err(n) = shown {

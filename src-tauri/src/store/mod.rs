@@ -98,9 +98,18 @@ impl Store {
     /// Opens (creating if needed) the database file and migrates it.
     pub fn open(path: &Path, durability: Durability) -> Result<Store> {
         let mut conn = open_connection(path, durability)?;
-        schema::migrate(&mut conn, path)?;
+        // A database that opens but cannot be written (a full disk, a
+        // read-only file) fails here: say which one.
+        let at = |e: Error| match e {
+            Error::Sqlite(source) => Error::Open {
+                path: path.to_path_buf(),
+                source,
+            },
+            e => e,
+        };
+        schema::migrate(&mut conn, path).map_err(at)?;
         let commits = Arc::new(AtomicU64::new(0));
-        queue::prepare_writer(&conn)?;
+        queue::prepare_writer(&conn).map_err(at)?;
         // Checkpoints run on their own thread and connection.
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
         let nudge = checkpoint::start(open_connection(path, durability)?);
