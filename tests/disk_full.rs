@@ -199,6 +199,9 @@ backend = "scripted"
 [[agents.rules]]
 message_id_prefix = "flow"
 steps = [{{ complete = "Done." }}]
+[[agents.rules]]
+message_id_prefix = "slow"
+steps = [{{ status = {{ state = "working" }} }}, {{ delay_ms = {SLOW_MS} }}, {{ complete = "Done." }}]
 
 [[peers]]
 id = "b"
@@ -207,6 +210,10 @@ url = "{}"
         b.url("/a2a/inbox")
     )
 }
+
+/// How long the slow runs wait before they complete: past the time the
+/// disk takes to fill.
+const SLOW_MS: u64 = 4000;
 
 /// B pushes to A on loopback, and keeps trying while A cannot store.
 const PEER_B: &str = "[outbound]\nallow = [\"127.0.0.1\"]\n[dispatch]\nmax_backoff_secs = 1\nmax_attempts = 1000\n\n[[agents]]\nid = \"inbox\"\n";
@@ -292,6 +299,21 @@ async fn a_full_disk_holds_pushes_and_deliveries_until_there_is_room() {
         .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
         .unwrap();
 
+    // Runs that will try to complete while the disk is full.
+    let slow_sent = Instant::now();
+    let mut slow = Vec::new();
+    for n in 0..3 {
+        let t = c
+            .rpc_ok(
+                "flow",
+                "SendMessage",
+                json!({"message": message(&format!("slow-{n}"), "run"),
+                       "configuration": {"returnImmediately": true}}),
+            )
+            .await;
+        slow.push(t["task"]["id"].as_str().unwrap().to_owned());
+    }
+
     // Fill the disk: parked sends take the room; completed flows owe a
     // push each, to a webhook that is down for now.
     hook.set_up(false);
@@ -351,6 +373,13 @@ async fn a_full_disk_holds_pushes_and_deliveries_until_there_is_room() {
     hook.set_up(true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let while_full = hook.accepted().len();
+    // The slow runs came to their last step meanwhile: it was not stored.
+    let due = slow_sent + Duration::from_millis(SLOW_MS + 500);
+    tokio::time::sleep(due.saturating_duration_since(Instant::now())).await;
+    for id in &slow {
+        let t = c.rpc_ok("flow", "GetTask", json!({"id": id})).await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_WORKING", "{t}");
+    }
 
     // Room again.
     reader.execute_batch("COMMIT").unwrap();
@@ -371,6 +400,20 @@ async fn a_full_disk_holds_pushes_and_deliveries_until_there_is_room() {
     let failed: Vec<&Value> = items.iter().filter(|i| i["status"] == "failed").collect();
     assert!(failed.is_empty(), "dead letters: {failed:#?}");
     drained(&Api::new(&b), Duration::from_secs(60)).await;
+
+    // The slow runs completed once there was room, without a restart.
+    for id in &slow {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let t = c.rpc_ok("flow", "GetTask", json!({"id": id})).await;
+            if t["status"]["state"] == "TASK_STATE_COMPLETED" {
+                break;
+            }
+            assert_eq!(t["status"]["state"], "TASK_STATE_WORKING", "{t}");
+            assert!(Instant::now() < deadline, "a run never completed: {t}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 
     // Every completion owed reached the webhook; a delivery that could not
     // be marked was sent again only with backoff, not in a loop.

@@ -838,19 +838,48 @@ impl Engine {
                 continue;
             }
             carry_artifact_id(&mut step, &mut last_artifact);
-            if let Err(e) = self.apply(&task_id, step).await {
+            let applied = self
+                .until_stored(&task_id, || self.apply(&task_id, step.clone()))
+                .await;
+            if let Err(e) = applied {
                 tracing::debug!(task = %task_id, "run stopped: {e}");
                 return;
             }
         }
-        match self
-            .apply_if(&task_id, SETTLE, |s| {
-                matches!(s, TaskState::Submitted | TaskState::Working)
+        let settled = self
+            .until_stored(&task_id, || {
+                self.apply_if(&task_id, SETTLE, |s| {
+                    matches!(s, TaskState::Submitted | TaskState::Working)
+                })
             })
-            .await
-        {
-            Ok(_) => {}
-            Err(e) => tracing::debug!(task = %task_id, "settling stopped: {e}"),
+            .await;
+        if let Err(e) = settled {
+            tracing::debug!(task = %task_id, "settling stopped: {e}");
+        }
+    }
+
+    /// Runs `write` until it is not refused by our storage (a full disk):
+    /// such a write stored nothing, so a run's step is tried again after
+    /// [`STORE_RETRY_FIRST`], doubling up to [`STORE_RETRY_MAX`], rather
+    /// than leaving its task working until the next start.
+    async fn until_stored<T, F>(
+        &self,
+        task_id: &str,
+        mut write: impl FnMut() -> F,
+    ) -> Result<T, Error>
+    where
+        F: std::future::Future<Output = Result<T, Error>>,
+    {
+        let mut wait = STORE_RETRY_FIRST;
+        loop {
+            match write().await {
+                Err(Error::Storage(e)) => {
+                    tracing::warn!(task = %task_id, "a step of the run is not stored yet ({e}); trying again in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(STORE_RETRY_MAX);
+                }
+                done => return done,
+            }
         }
     }
 
