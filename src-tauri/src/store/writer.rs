@@ -106,6 +106,12 @@ impl Writer {
         H: FnOnce(&R) + Send + 'static,
     {
         let (done_tx, done_rx) = oneshot::channel::<Result<R>>();
+        // A job that panics (a bug) fails alone, as if it had returned an
+        // error: the writer thread, and every write after it, goes on.
+        let f = move |conn: &Connection| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
+                .unwrap_or_else(|panic| Err(Error::NotStored(panicked(&*panic))))
+        };
         let job: Job = Box::new(move |conn: Option<&Connection>, cautious: bool| -> Ran {
             let (result, spoiled) = match conn {
                 Some(conn) if cautious || isolation == Isolation::Savepoint => {
@@ -145,6 +151,16 @@ impl Writer {
             let _ = rx.await;
         }
     }
+}
+
+/// Why a write failed when its job panicked.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> String {
+    let said = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message");
+    format!("the write failed on a bug ({said}); see the server log")
 }
 
 fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
@@ -434,6 +450,35 @@ mod tests {
         other.execute_batch("ROLLBACK").unwrap();
         store.write(|c| put(c, "b")).await.unwrap();
         assert_eq!(rows(&store).await, ["b"]);
+    }
+
+    /// A job that panics fails with nothing stored, and the writer takes
+    /// the next job as usual, with or without a savepoint.
+    #[tokio::test]
+    async fn a_job_that_panics_fails_alone() {
+        let (_dir, store) = store_with_table().await;
+        let out = store
+            .write(|c| -> Result<()> {
+                put(c, "a")?;
+                panic!("a bug in a job");
+            })
+            .await;
+        match out {
+            Err(Error::NotStored(why)) => assert!(why.contains("a bug in a job"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let out = store
+            .write_then_unguarded(
+                |c| -> Result<()> {
+                    put(c, "b")?;
+                    panic!("an unguarded bug")
+                },
+                |_| {},
+            )
+            .await;
+        assert!(matches!(out, Err(Error::NotStored(_))), "{out:?}");
+        store.write(|c| put(c, "c")).await.unwrap();
+        assert_eq!(rows(&store).await, ["c"]);
     }
 
     /// Without a failure, an unguarded job commits like any other.
