@@ -712,7 +712,6 @@ fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Mess
     m
 }
 
-/// Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most `max_secs`.
 /// Whether `f`, after `attempts` attempts, ends its item as a dead letter:
 /// a permanent failure at once, a transient one of the receiver's after
 /// `max_attempts`; our own storage failing, never.
@@ -720,6 +719,7 @@ fn gives_up(f: &Failure, attempts: i64, max_attempts: i64) -> bool {
     !f.transient || (attempts >= max_attempts && !f.ours)
 }
 
+/// Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most `max_secs`.
 pub(super) fn backoff_ms(attempts: i64, max_secs: u64) -> i64 {
     let base = 1000i64
         .saturating_mul(1 << attempts.clamp(0, 20))

@@ -226,12 +226,12 @@ fn status_change(
     (status, body)
 }
 
-/// The step that ends a run: a task still submitted or working completes.
 /// The first wait before work our own storage refused (a full disk) is
 /// tried again; each later wait doubles, up to [`STORE_RETRY_MAX`].
 pub(crate) const STORE_RETRY_FIRST: Duration = Duration::from_secs(1);
 pub(crate) const STORE_RETRY_MAX: Duration = Duration::from_secs(60);
 
+/// The step that ends a run: a task still submitted or working completes.
 const SETTLE: Step = Step::Status(TaskState::Completed, None);
 
 /// What the transaction that created a task applied with it.
