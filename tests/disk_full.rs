@@ -39,10 +39,34 @@ async fn decide(s: &Server, task: &str) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
+/// The next `n` storage notices of the UI's event stream (task events
+/// between them are passed over).
+async fn storage_notices(events: &mut SseStream, n: usize) -> Vec<Value> {
+    let mut told = Vec::new();
+    while told.len() < n {
+        let ev = events.next().await.expect("the event stream ended");
+        if ev["kind"] == "storage" {
+            told.push(ev);
+        }
+    }
+    told
+}
+
 #[tokio::test]
 async fn a_full_disk_refuses_writes_loses_nothing_and_recovers() {
     let mut s = Server::start_with_file_limit(Some(CONFIG), FILE_LIMIT_KIB);
     let c = s.client();
+    let api = Api::new(&s);
+    let (_, health) = api.call(reqwest::Method::GET, "/health", None).await;
+    assert_eq!(health["storage"], json!({"kind": "storage", "ok": true}));
+    // The UI's event stream, open from the start.
+    let events = reqwest::Client::new()
+        .get(s.url("/api/events"))
+        .bearer_auth(s.ui_token())
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseStream::new(events);
     let text = "a request that takes room ".repeat(240);
     let mut stored: Vec<String> = Vec::new();
     let mut refused = 0;
@@ -67,6 +91,19 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_recovers() {
         said_nothing_stored += usize::from(m.contains("nothing was stored"));
         refused += 1;
         if refused >= 25 {
+            // The last write failed: the health check says so.
+            let (_, health) = api.call(reqwest::Method::GET, "/health", None).await;
+            let storage = &health["storage"];
+            assert_eq!(storage["ok"], false, "{health}");
+            assert!(
+                storage["sinceMs"].as_i64().is_some_and(|ms| ms > 0),
+                "{health}"
+            );
+            let why = storage["error"].as_str().unwrap_or_default();
+            assert!(
+                why.contains("commit failed") || why.contains("could not begin"),
+                "{why}"
+            );
             break;
         }
     }
@@ -102,6 +139,9 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_recovers() {
         .rpc_ok("inbox", "GetTask", json!({"id": stored[stored.len() - 1]}))
         .await;
     assert_eq!(got["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    // The first notice on the event stream said writes fail.
+    let told = storage_notices(&mut events, 1).await;
+    assert_eq!(told[0]["ok"], false, "{told:?}");
 
     // Room again: the same server takes writes, without a restart.
     s.lift_file_limit();
@@ -114,6 +154,17 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_recovers() {
         assert!(Instant::now() < deadline, "no write succeeded after: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let (_, health) = api.call(reqwest::Method::GET, "/health", None).await;
+    assert_eq!(health["storage"], json!({"kind": "storage", "ok": true}));
+    // And the stream said so (after any flips while the disk was nearly
+    // full: a small write may fit where a large one does not).
+    loop {
+        let told = storage_notices(&mut events, 1).await;
+        if told[0]["ok"] == true {
+            assert_eq!(told[0], json!({"kind": "storage", "ok": true}));
+            break;
+        }
+    }
     for task in decided {
         let (status, body) = decide(&s, task).await;
         if refused_decisions.contains(task) {

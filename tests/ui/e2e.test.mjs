@@ -914,3 +914,44 @@ describe('the approval UI', () => {
     assert.ok(ids.includes(before.id));
   });
 });
+
+describe('a full disk', () => {
+  test('the UI says the server cannot save, until it can again', async () => {
+    const full = await startServer({ fileLimitKib: 2048 });
+    const page = await openPage(browser, full.uiUrl);
+    try {
+      await page.page.getByRole('heading', { name: /Queue/ }).waitFor();
+      const big = 'a request that takes room '.repeat(240);
+      let refused = 0;
+      for (let n = 0; n < 3000 && refused < 3; n++) {
+        try {
+          await send(full.base, 'inbox', big, { messageId: `full-${n}` });
+        } catch (e) {
+          assert.match(e.message, /storage failure/);
+          refused++;
+        }
+      }
+      assert.equal(refused, 3, 'the disk never filled');
+      const alert = page.page.getByRole('alert').filter({ hasText: 'Countersign cannot save' });
+      await alert.waitFor();
+      assert.match(await alert.innerText(), /nothing already saved is lost/);
+      await page.page.screenshot({ path: join(output, 'storage-alert.png') });
+      full.liftFileLimit();
+      await until(async () => {
+        try {
+          await send(full.base, 'inbox', 'After there was room again');
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'a write once the limit was lifted');
+      await alert.waitFor({ state: 'detached' });
+      const p = await page.problems();
+      assert.deepEqual(p.csp, [], 'CSP violations');
+      assert.deepEqual(p.errors, [], 'page errors');
+    } finally {
+      await page.close();
+      await full.stop();
+    }
+  });
+});

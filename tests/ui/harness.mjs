@@ -1,7 +1,7 @@
 // Shared pieces of the browser tests: a real `countersign serve`, an A2A
 // client made of plain JSON-RPC calls, and Chromium driven by playwright-core
 // with every CSP violation and alert() recorded.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,15 +21,24 @@ const { chromium } = require('playwright-core');
 export const bin =
   process.env.COUNTERSIGN_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(repo, 'target'), 'debug', 'countersign');
 
-/** Starts `countersign serve` on 127.0.0.1:0 with a fresh data dir. */
+/**
+ * Starts `countersign serve` on 127.0.0.1:0 with a fresh data dir. With
+ * `fileLimitKib`, the server may write files of at most that size (a write
+ * past it fails as on a full disk); `liftFileLimit()` gives it room again.
+ */
 export async function startServer({
   config = join(here, 'countersign.toml'),
   dataDir,
   bind = '127.0.0.1:0',
   removeOnStop = !dataDir,
+  fileLimitKib,
 } = {}) {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'countersign-ui-'));
-  const child = spawn(bin, ['serve', '--config', config, '--data-dir', dir, '--bind', bind], {
+  const args = ['serve', '--config', config, '--data-dir', dir, '--bind', bind];
+  const [cmd, argv] = fileLimitKib
+    ? ['bash', ['-c', 'trap "" XFSZ; ulimit -S -f "$1"; shift; exec "$@"', 'bash', String(fileLimitKib), bin, ...args]]
+    : [bin, args];
+  const child = spawn(cmd, argv, {
     env: { ...process.env, COUNTERSIGN_UI_DIR: join(repo, 'ui', 'dist'), RUST_LOG: process.env.RUST_LOG ?? 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -55,6 +64,10 @@ export async function startServer({
     dataDir: dir,
     child,
     log: () => stderr,
+    liftFileLimit() {
+      const r = spawnSync('prlimit', ['--pid', String(child.pid), '--fsize=unlimited:']);
+      if (r.status !== 0) throw new Error(`prlimit failed: ${r.stderr}`);
+    },
     async stop({ keepData = false } = {}) {
       if (child.exitCode === null) {
         const done = new Promise((r) => child.once('exit', r));

@@ -105,6 +105,40 @@ pub(super) fn cannot_start(e: &anyhow::Error) {
     }
 }
 
+/// Tells the person when writes start failing as a whole (`failing`), and
+/// when they work again, if it `told` them they failed. Returns whether
+/// the person now knows writes fail. Shown whatever the preferences: agents'
+/// work is being refused.
+pub(super) fn storage(failing: Option<&crate::store::Failing>, told: bool) -> bool {
+    let (summary, body) = match failing {
+        Some(_) if told => return true,
+        Some(f) => (
+            "Countersign cannot save",
+            format!(
+                "New tasks and decisions are refused until it can; nothing saved is lost. {}",
+                f.why
+            ),
+        ),
+        None if told => (
+            "Countersign saves again",
+            "New tasks and decisions are taken again.".to_owned(),
+        ),
+        None => return false,
+    };
+    std::thread::spawn(move || {
+        let shown = notify_rust::Notification::new()
+            .appname("Countersign")
+            .summary(summary)
+            .body(&body)
+            .icon("countersign")
+            .show();
+        if let Err(e) = shown {
+            tracing::warn!("cannot show a storage notification: {e}");
+        }
+    });
+    failing.is_some()
+}
+
 /// The agent's (or peer's) name for people.
 async fn agent_name(shell: &Shell, id: &str) -> String {
     if let Some(a) = shell.state.engine.agent(id) {

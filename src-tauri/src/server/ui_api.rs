@@ -180,9 +180,22 @@ async fn archives(State(state): State<Shared>) -> Result<Json<serde_json::Value>
     Ok(Json(json!({"files": files})))
 }
 
-/// `GET /api/health`: the server is up, and which version it is.
-async fn health() -> Json<serde_json::Value> {
-    Json(json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+/// `GET /api/health`: the server is up, which version it is, and whether
+/// it can store (`storage`, as [`storage_event`] words it).
+async fn health(State(state): State<Shared>) -> Json<serde_json::Value> {
+    let storage = storage_event(&state.engine.store().failing().borrow());
+    Json(json!({"ok": true, "version": env!("CARGO_PKG_VERSION"), "storage": storage}))
+}
+
+/// Whether the store can write, as the event stream (and the desktop
+/// window) carries it: `{"kind": "storage", "ok": true}`, or `"ok": false`
+/// with `error` (SQLite's reason) and `sinceMs` while writes fail as a
+/// whole (a full disk).
+pub fn storage_event(failing: &Option<crate::store::Failing>) -> serde_json::Value {
+    match failing {
+        None => json!({"kind": "storage", "ok": true}),
+        Some(f) => json!({"kind": "storage", "ok": false, "error": f.why, "sinceMs": f.since_ms}),
+    }
 }
 
 /// One served agent, as the UI lists it.
@@ -277,20 +290,27 @@ async fn events(
     // client sees the headers is missed.
     let rx = state.engine.bus().subscribe_all();
     let peers = state.engine.peer_notices();
-    Sse::new(notices(rx, peers, state.shutdown.clone()))
+    let mut storage = state.engine.store().failing();
+    // A client that connects while writes fail hears so first.
+    if storage.borrow().is_some() {
+        storage.mark_changed();
+    }
+    Sse::new(notices(rx, peers, storage, state.shutdown.clone()))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
-/// Task events, and `{"kind": "peer", "peerId", "held", "changed"}` when a
-/// peer is held for a changed card or released.
+/// Task events; `{"kind": "peer", "peerId", "held", "changed"}` when a
+/// peer is held for a changed card or released; and [`storage_event`] when
+/// writes start or stop failing.
 fn notices(
     rx: broadcast::Receiver<Arc<Event>>,
     peers: broadcast::Receiver<crate::engine::peers::PeerNotice>,
+    storage: tokio::sync::watch::Receiver<Option<crate::store::Failing>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     stream::unfold(
-        (rx, peers, shutdown),
-        |(mut rx, mut peers, mut shutdown)| async move {
+        (rx, peers, storage, shutdown),
+        |(mut rx, mut peers, mut storage, mut shutdown)| async move {
             if *shutdown.borrow() {
                 return None;
             }
@@ -300,9 +320,16 @@ fn notices(
                     serde_json::to_string(&EventNotice::from(ev.as_ref())).unwrap_or_default()
                 }
                 p = peers.recv() => peer_event(&p.ok()?).to_string(),
+                changed = storage.changed() => {
+                    changed.ok()?;
+                    storage_event(&storage.borrow_and_update()).to_string()
+                }
                 _ = shutdown.changed() => return None,
             };
-            Some((Ok(SseEvent::default().data(data)), (rx, peers, shutdown)))
+            Some((
+                Ok(SseEvent::default().data(data)),
+                (rx, peers, storage, shutdown),
+            ))
         },
     )
 }

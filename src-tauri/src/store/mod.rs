@@ -53,6 +53,15 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Writes failing as a whole (a full disk, an I/O error): since when, and
+/// SQLite's reason for the first failure.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failing {
+    pub since_ms: i64,
+    pub why: String,
+}
+
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -87,6 +96,7 @@ struct Inner {
     commits: Arc<AtomicU64>,
     /// Notified after each commit that queued outbox items.
     outbox_queued: Arc<tokio::sync::Notify>,
+    failing: tokio::sync::watch::Sender<Option<Failing>>,
     readers: Mutex<Vec<Connection>>,
     /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
     blocking_reads: Arc<tokio::sync::Semaphore>,
@@ -114,6 +124,7 @@ impl Store {
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
         let nudge = checkpoint::start(open_connection(path, durability)?);
         let outbox_queued = Arc::new(tokio::sync::Notify::new());
+        let (failing, _) = tokio::sync::watch::channel(None);
         let writer = writer::Writer::start(
             conn,
             writer::Hooks {
@@ -121,6 +132,7 @@ impl Store {
                 before_commit: queue::index_pending_search,
                 after_commit: nudge,
                 outbox_queued: outbox_queued.clone(),
+                failing: failing.clone(),
             },
         );
         Ok(Store {
@@ -128,6 +140,7 @@ impl Store {
                 writer,
                 commits,
                 outbox_queued,
+                failing,
                 readers: Mutex::new(Vec::new()),
                 blocking_reads: Arc::new(tokio::sync::Semaphore::new(BLOCKING_READS)),
                 path: path.to_path_buf(),
@@ -227,6 +240,11 @@ impl Store {
     /// Notified (a permit is kept when nobody waits) after each commit
     /// that queued outbox items: the outbox runner looks then, and not
     /// after every other commit.
+    /// Whether writes are failing as a whole now, and each change of that.
+    pub fn failing(&self) -> tokio::sync::watch::Receiver<Option<Failing>> {
+        self.inner.failing.subscribe()
+    }
+
     pub fn outbox_queued(&self) -> &tokio::sync::Notify {
         &self.inner.outbox_queued
     }

@@ -53,6 +53,8 @@ pub struct Hooks {
     /// Notified after a commit that queued outbox items (see
     /// [`super::peers::queued_count`]).
     pub outbox_queued: Arc<tokio::sync::Notify>,
+    /// Whether writes are failing as a whole (see [`super::Failing`]).
+    pub failing: tokio::sync::watch::Sender<Option<super::Failing>>,
 }
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
@@ -87,6 +89,7 @@ impl Writer {
                     hooks: &hooks,
                     spoiled_at: std::cell::Cell::new(None),
                     queued_seen: std::cell::Cell::new(super::peers::queued_count()),
+                    failing: std::cell::Cell::new(false),
                 };
                 let shutdown = run(&batch, &rx);
                 close(conn, shutdown);
@@ -192,6 +195,24 @@ struct Batch<'a> {
     spoiled_at: std::cell::Cell<Option<Instant>>,
     /// The outbox count at the last commit.
     queued_seen: std::cell::Cell<u64>,
+    /// Whether the last transaction failed to begin or to commit.
+    failing: std::cell::Cell<bool>,
+}
+
+impl Batch<'_> {
+    /// Tells watchers when writes start failing as a whole (`Some(why)`)
+    /// and when one commits again (`None`); a batch that ends as the one
+    /// before did costs nothing.
+    fn health(&self, failure: Option<&str>) {
+        if self.failing.replace(failure.is_some()) == failure.is_some() {
+            return;
+        }
+        let now = failure.map(|why| super::Failing {
+            since_ms: crate::clock::now_ms(),
+            why: why.to_owned(),
+        });
+        self.hooks.failing.send_replace(now);
+    }
 }
 
 /// Commits batches until a shutdown request (returned, to be answered once
@@ -263,6 +284,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
         let why = format!("the write transaction could not begin ({e})");
+        batch.health(Some(&why));
         for job in jobs {
             (job(None, true).complete)(Err(&why));
         }
@@ -310,12 +332,14 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
             if queued != batch.queued_seen.replace(queued) {
                 batch.hooks.outbox_queued.notify_one();
             }
+            batch.health(None);
             Ok(())
         }
         Err(e) => {
             tracing::error!("commit failed: {e}");
             let _ = conn.execute_batch("ROLLBACK");
             failure = format!("the commit failed ({e})");
+            batch.health(Some(&failure));
             Err(failure.as_str())
         }
     };

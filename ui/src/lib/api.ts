@@ -55,10 +55,19 @@ export interface ApiEvent {
   seq?: number;
   /** `TASK_STATE_…` for task events. */
   state?: string;
-  /** `task`, `message`, `statusUpdate`, `artifactUpdate`, `chain`, or `peer`
-   * (`{peerId, held, changed}`: a peer held for a changed card, or released). */
+  /** `task`, `message`, `statusUpdate`, `artifactUpdate`, `chain`, `peer`
+   * (`{peerId, held, changed}`: a peer held for a changed card, or released),
+   * or `storage` (a {@link StorageState}: writes started or stopped failing). */
   kind: string;
   [key: string]: unknown;
+}
+
+/** Whether the server can store: while `ok` is false (a full disk), new
+ * tasks and decisions are refused, with SQLite's reason in `error`. */
+export interface StorageState {
+  ok: boolean;
+  error?: string;
+  sinceMs?: number;
 }
 
 export interface EventHandlers {
@@ -599,7 +608,7 @@ export class Api {
     return r.body as T;
   }
 
-  health(): Promise<{ ok: boolean; version: string }> {
+  health(): Promise<{ ok: boolean; version: string; storage?: Record<string, unknown> }> {
     return this.call('GET', '/api/health');
   }
 

@@ -3,7 +3,7 @@
  * the route. Components get everything from here; none of them fetches.
  */
 import { get, writable, type Readable, type Writable } from 'svelte/store';
-import type { Api, ApiEvent } from './api';
+import type { Api, ApiEvent, StorageState } from './api';
 import { createChains, type ChainsStore } from './chains';
 import { createHistory, type HistoryStore } from './history';
 import { createPeers, knows, nameOf, type PeersStore } from './peers';
@@ -42,6 +42,8 @@ export interface App {
   chains: ChainsStore;
   settings: SettingsStore;
   connected: Readable<boolean>;
+  /** Whether the server can store (shown as a banner while it cannot). */
+  storage: Readable<StorageState>;
   /** A one-line note for the next screen ("Approved … (delivered)"). */
   notice: Writable<string | null>;
   /** Ticks every few seconds, for live ages. */
@@ -61,6 +63,7 @@ export function createApp(api: Api): App {
   const chains = createChains(api);
   const settings = createSettings(api);
   const connected = writable(false);
+  const storage = writable<StorageState>({ ok: true });
   const now = writable(Date.now());
   const notice = writable<string | null>(null);
   // A browser notification tells what the task asks; a click on it brings
@@ -88,6 +91,10 @@ export function createApp(api: Api): App {
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;
   function dispatch(ev: ApiEvent): void {
+    if (ev.kind === 'storage') {
+      storage.set(storageState(ev));
+      return;
+    }
     queue.onEvent(ev);
     task.onEvent(ev);
     chains.onEvent(ev);
@@ -104,6 +111,13 @@ export function createApp(api: Api): App {
   }
 
   function resync(): void {
+    // Missed while the stream was down: read it again.
+    void api
+      .health()
+      .then((h) => {
+        if (h.storage) storage.set(storageState(h.storage));
+      })
+      .catch(() => {});
     void queue.resync();
     void task.reload();
     if (get(history).loaded) void history.refresh();
@@ -119,6 +133,7 @@ export function createApp(api: Api): App {
     chains,
     settings,
     connected,
+    storage,
     notice,
     now,
     dispatch,
@@ -135,5 +150,15 @@ export function createApp(api: Api): App {
         clearInterval(tick);
       };
     },
+  };
+}
+
+/** A storage notice (or `/api/health`'s `storage`) as the UI keeps it. */
+export function storageState(v: Record<string, unknown>): StorageState {
+  if (v.ok !== false) return { ok: true };
+  return {
+    ok: false,
+    error: typeof v.error === 'string' ? v.error : undefined,
+    sinceMs: typeof v.sinceMs === 'number' ? v.sinceMs : undefined,
   };
 }
