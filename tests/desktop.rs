@@ -546,3 +546,125 @@ async fn the_desktop_app_parks_notifies_and_takes_a_keyboard_decision() {
     shows("the queue, after a click", "#/queue".to_owned()).await;
     driver.end().await;
 }
+
+/// On a full disk the app tells the person it cannot save, and again once
+/// it can: agents' work is refused meanwhile, whatever the notification
+/// settings say.
+#[tokio::test]
+async fn the_desktop_app_says_when_it_cannot_save() {
+    if !desktop_tests_enabled() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let record = tmp.path().join("notifications.jsonl");
+    // Task notifications off: only the storage ones are shown.
+    std::fs::write(
+        data.join("ui-settings.json"),
+        r#"{"notifications": {"enabled": false, "sound": false, "onlyWhenHidden": false}}"#,
+    )
+    .unwrap();
+    let _service = notification_service(&record);
+    // Files of at most 2 MiB: the database fills after a few hundred tasks.
+    let mut app = Command::new("bash")
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -S -f 2048; exec "$@""#)
+        .arg("bash")
+        .arg(env!("CARGO_BIN_EXE_countersign"))
+        .env("COUNTERSIGN_DATA_DIR", &data)
+        .env("COUNTERSIGN_BIND", "127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = app.id();
+    let base = first_line(&mut app)
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the app did not start"))
+        .to_owned();
+    let _app = Kill(app);
+    let http = reqwest::Client::new();
+    let post = async |id: String, text: &str| -> Value {
+        http.post(format!("{base}/a2a/inbox"))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]},
+                           "configuration": {"returnImmediately": true}}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
+    let big = "a request that takes room ".repeat(240);
+    let mut refused = 0;
+    for n in 0..3000 {
+        let v = post(format!("full-{n}"), &big).await;
+        if v.get("error").is_some() {
+            refused += 1;
+            if refused >= 3 {
+                break;
+            }
+        }
+    }
+    assert_eq!(refused, 3, "the disk never filled");
+    let shown = until(
+        "the cannot-save notification",
+        Duration::from_secs(10),
+        async || {
+            let n = notifications(&record);
+            n.iter()
+                .any(|n| n["summary"] == "Countersign cannot save")
+                .then_some(n)
+        },
+    )
+    .await;
+    let cannot = shown
+        .iter()
+        .find(|n| n["summary"] == "Countersign cannot save")
+        .unwrap();
+    let body = cannot["body"].as_str().unwrap_or_default();
+    assert!(body.contains("nothing saved is lost"), "{body}");
+
+    let lifted = Command::new("prlimit")
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg("--fsize=unlimited:")
+        .status()
+        .unwrap();
+    assert!(lifted.success());
+    until(
+        "a write with room again",
+        Duration::from_secs(10),
+        async || {
+            let v = post("after".into(), "After there was room again").await;
+            v.get("result").map(|_| ())
+        },
+    )
+    .await;
+    let shown = until(
+        "the saves-again notification",
+        Duration::from_secs(10),
+        async || {
+            let n = notifications(&record);
+            n.iter()
+                .any(|n| n["summary"] == "Countersign saves again")
+                .then_some(n)
+        },
+    )
+    .await;
+    // One of each, whatever flips a nearly full disk made in between.
+    let cannot = shown
+        .iter()
+        .filter(|n| n["summary"] == "Countersign cannot save")
+        .count();
+    assert_eq!(cannot, 1, "{shown:?}");
+    assert!(
+        shown.iter().all(|n| n["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("Countersign"))),
+        "{shown:?}"
+    );
+}

@@ -266,17 +266,11 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
         }
     });
     // Writes failing as a whole (a full disk), and their end: to the
-    // window, and as an OS notification.
-    let mut storage = shell.state.engine.store().failing();
-    let h = handle.clone();
-    shell.runtime.spawn(async move {
-        let mut told = false;
-        while storage.changed().await.is_ok() {
-            let now = storage.borrow_and_update().clone();
-            let _ = h.emit("api-event", crate::server::ui_api::storage_event(&now));
-            told = notify::storage(now.as_ref(), told);
-        }
-    });
+    // window, and as OS notifications.
+    let storage = shell.state.engine.store().failing();
+    shell
+        .runtime
+        .spawn(notify::storage(handle.clone(), storage));
     notify::start(handle, shell);
     Ok(())
 }

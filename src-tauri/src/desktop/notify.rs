@@ -105,26 +105,62 @@ pub(super) fn cannot_start(e: &anyhow::Error) {
     }
 }
 
-/// Tells the person when writes start failing as a whole (`failing`), and
-/// when they work again, if it `told` them they failed. Returns whether
-/// the person now knows writes fail. Shown whatever the preferences: agents'
-/// work is being refused.
-pub(super) fn storage(failing: Option<&crate::store::Failing>, told: bool) -> bool {
-    let (summary, body) = match failing {
-        Some(_) if told => return true,
-        Some(f) => (
-            "Countersign cannot save",
-            format!(
-                "New tasks and decisions are refused until it can; nothing saved is lost. {}",
-                f.why
-            ),
-        ),
-        None if told => (
-            "Countersign saves again",
-            "New tasks and decisions are taken again.".to_owned(),
-        ),
-        None => return false,
-    };
+/// How long writes must work again before the person is told so: a nearly
+/// full disk that lets small writes through between failures would
+/// otherwise raise a notification for each.
+const STORAGE_CALM: Duration = Duration::from_secs(5);
+
+/// Forwards each change of whether writes fail as a whole (a full disk) to
+/// the window, and tells the person: once when saving stops, and once when
+/// it has worked again for [`STORAGE_CALM`]. Shown whatever the
+/// notification settings say: agents' work is being refused meanwhile.
+pub(super) async fn storage(
+    app: AppHandle,
+    mut failing: tokio::sync::watch::Receiver<Option<crate::store::Failing>>,
+) {
+    use tauri::Emitter;
+    // Watched from when the window is set up, which may be after writes
+    // began to fail: that counts as a change too.
+    if failing.borrow().is_some() {
+        failing.mark_changed();
+    }
+    let mut told = false;
+    let mut calm_since: Option<tokio::time::Instant> = None;
+    loop {
+        let calm = calm_since.map(|t| t + STORAGE_CALM);
+        tokio::select! {
+            changed = failing.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let now = failing.borrow_and_update().clone();
+                let _ = app.emit("api-event", crate::server::ui_api::storage_event(&now));
+                match now {
+                    Some(f) => {
+                        calm_since = None;
+                        if !told {
+                            told = true;
+                            show_storage(
+                                "Countersign cannot save",
+                                format!("New tasks and decisions are refused until it can; nothing saved is lost. {}", f.why),
+                            );
+                        }
+                    }
+                    None if told => calm_since = Some(tokio::time::Instant::now()),
+                    None => {}
+                }
+            }
+            _ = tokio::time::sleep_until(calm.unwrap_or_else(tokio::time::Instant::now)), if calm.is_some() => {
+                told = false;
+                calm_since = None;
+                show_storage("Countersign saves again", "New tasks and decisions are taken again.".to_owned());
+            }
+        }
+    }
+}
+
+/// Shows a storage notification (blocking D-Bus calls: its own thread).
+fn show_storage(summary: &'static str, body: String) {
     std::thread::spawn(move || {
         let shown = notify_rust::Notification::new()
             .appname("Countersign")
@@ -136,7 +172,6 @@ pub(super) fn storage(failing: Option<&crate::store::Failing>, told: bool) -> bo
             tracing::warn!("cannot show a storage notification: {e}");
         }
     });
-    failing.is_some()
 }
 
 /// The agent's (or peer's) name for people.
