@@ -202,6 +202,16 @@ fn notifications(record: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Every notification shown, once one with `summary` is among them (at
+/// most 30 s).
+async fn until_shown(record: &Path, summary: &str) -> Vec<Value> {
+    until(summary, Duration::from_secs(30), async || {
+        let n = notifications(record);
+        n.iter().any(|n| n["summary"] == summary).then_some(n)
+    })
+    .await
+}
+
 async fn until<T>(what: &str, within: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
     loop {
@@ -610,17 +620,7 @@ async fn the_desktop_app_says_when_it_cannot_save() {
         }
     }
     assert_eq!(refused, 3, "the disk never filled");
-    let shown = until(
-        "the cannot-save notification",
-        Duration::from_secs(10),
-        async || {
-            let n = notifications(&record);
-            n.iter()
-                .any(|n| n["summary"] == "Countersign cannot save")
-                .then_some(n)
-        },
-    )
-    .await;
+    let shown = until_shown(&record, "Countersign cannot save").await;
     let cannot = shown
         .iter()
         .find(|n| n["summary"] == "Countersign cannot save")
@@ -644,17 +644,8 @@ async fn the_desktop_app_says_when_it_cannot_save() {
         },
     )
     .await;
-    let shown = until(
-        "the saves-again notification",
-        Duration::from_secs(10),
-        async || {
-            let n = notifications(&record);
-            n.iter()
-                .any(|n| n["summary"] == "Countersign saves again")
-                .then_some(n)
-        },
-    )
-    .await;
+    // Told once saving has worked for a few seconds.
+    let shown = until_shown(&record, "Countersign saves again").await;
     // One of each, whatever flips a nearly full disk made in between.
     let cannot = shown
         .iter()
