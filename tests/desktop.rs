@@ -577,22 +577,34 @@ async fn the_desktop_app_says_when_it_cannot_save() {
     .unwrap();
     let _service = notification_service(&record);
     // Files of at most 2 MiB: the database fills after a few hundred tasks.
-    let mut app = Command::new("bash")
-        .arg("-c")
-        .arg(r#"trap '' XFSZ; ulimit -S -f 2048; exec "$@""#)
-        .arg("bash")
-        .arg(env!("CARGO_BIN_EXE_countersign"))
-        .env("COUNTERSIGN_DATA_DIR", &data)
-        .env("COUNTERSIGN_BIND", "127.0.0.1:0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // The app of the test before may still be shutting down: a launch
+    // meanwhile is a second instance, which hands over and exits at once.
+    let log = tmp.path().join("app.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (app, base) = loop {
+        let mut app = Command::new("bash")
+            .arg("-c")
+            .arg(r#"trap '' XFSZ; ulimit -S -f 2048; exec "$@""#)
+            .arg("bash")
+            .arg(env!("CARGO_BIN_EXE_countersign"))
+            .env("COUNTERSIGN_DATA_DIR", &data)
+            .env("COUNTERSIGN_BIND", "127.0.0.1:0")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        if let Some(base) = first_line(&mut app).strip_prefix("listening on ") {
+            break (app, base.to_owned());
+        }
+        let _ = app.wait();
+        assert!(
+            Instant::now() < deadline,
+            "the app did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
     let pid = app.id();
-    let base = first_line(&mut app)
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the app did not start"))
-        .to_owned();
     let _app = Kill(app);
     let http = reqwest::Client::new();
     let post = async |id: String, text: &str| -> Value {
