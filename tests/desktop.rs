@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod common;
+
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 struct Kill(Child);
@@ -223,9 +225,9 @@ async fn until<T>(what: &str, within: Duration, mut check: impl AsyncFnMut() -> 
     }
 }
 
-async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: Value) -> Value {
-    let v: Value = http
-        .post(format!("{base}/a2a/inbox"))
+/// One JSON-RPC call to the `inbox` agent: the whole answer, error or not.
+async fn rpc_answer(http: &reqwest::Client, base: &str, method: &str, params: Value) -> Value {
+    http.post(format!("{base}/a2a/inbox"))
         .header("A2A-Version", "1.0")
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
         .send()
@@ -233,7 +235,11 @@ async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: Value) ->
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: Value) -> Value {
+    let v = rpc_answer(http, base, method, params).await;
     assert!(v.get("error").is_none(), "{method}: {v}");
     v["result"].clone()
 }
@@ -582,11 +588,7 @@ async fn the_desktop_app_says_when_it_cannot_save() {
     let log = tmp.path().join("app.log");
     let deadline = Instant::now() + Duration::from_secs(30);
     let (app, base) = loop {
-        let mut app = Command::new("bash")
-            .arg("-c")
-            .arg(r#"trap '' XFSZ; ulimit -S -f 2048; exec "$@""#)
-            .arg("bash")
-            .arg(env!("CARGO_BIN_EXE_countersign"))
+        let mut app = common::limited_command(2048)
             .env("COUNTERSIGN_DATA_DIR", &data)
             .env("COUNTERSIGN_BIND", "127.0.0.1:0")
             .stdout(Stdio::piped())
@@ -608,17 +610,9 @@ async fn the_desktop_app_says_when_it_cannot_save() {
     let _app = Kill(app);
     let http = reqwest::Client::new();
     let post = async |id: String, text: &str| -> Value {
-        http.post(format!("{base}/a2a/inbox"))
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                "params": {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]},
-                           "configuration": {"returnImmediately": true}}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let message = json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]});
+        let params = json!({"message": message, "configuration": {"returnImmediately": true}});
+        rpc_answer(&http, &base, "SendMessage", params).await
     };
     let big = "a request that takes room ".repeat(240);
     let mut refused = 0;
