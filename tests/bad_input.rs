@@ -242,8 +242,8 @@ fn surfaces(hook_path: &str, hook_token: &str, ui_token: &str, parked: &str) -> 
             headers: vec![("X-A2A-Notification-Token", hook_token.to_owned())],
             good: json!({"statusUpdate": {"taskId": "remote-1", "status": {"state": "TASK_STATE_WORKING"}}}),
             wrong_type: json!({"statusUpdate": {"taskId": 5, "status": {"state": "TASK_STATE_WORKING"}}}),
-            wrong_type_says: "names no task",
-            array_says: "names no task",
+            wrong_type_says: "invalid type: integer `5`, expected a string",
+            array_says: "not a JSON object",
             media_says: "not acceptable JSON",
         },
         Surface {

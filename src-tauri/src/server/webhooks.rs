@@ -15,7 +15,10 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use super::{Shared, read_request_body};
@@ -58,43 +61,71 @@ fn presented_token(headers: &HeaderMap) -> Option<String> {
         .then(|| rest.trim().to_owned())
 }
 
-/// The peer's task id a push is about: a 1.0 `StreamResponse`
-/// (`{"task": {"id"}}`, `{"statusUpdate": {"taskId"}}`, …) or a 0.3 body
-/// (a `Task` with `kind`/`id`, or a 0.3 event with `taskId`).
-pub fn pushed_task_id(body: &Value) -> Option<String> {
-    let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
-    if let Some(t) = body.get("task") {
-        return t.get("id").and_then(s);
-    }
-    for key in [
-        "statusUpdate",
-        "artifactUpdate",
-        "status_update",
-        "artifact_update",
-    ] {
-        if let Some(u) = body.get(key) {
-            return u.get("taskId").or_else(|| u.get("task_id")).and_then(s);
+/// What a push body says about its task: a 1.0 `StreamResponse`
+/// (`{"task": {"id"}}`, `{"statusUpdate": {"taskId"}}`, …) or a 0.3 body (a
+/// `Task` with `kind`/`id`, or a 0.3 event with `taskId`). Everything else
+/// in it is skipped unread: only the task id matters, since the task itself
+/// is re-read from the peer.
+#[derive(Deserialize)]
+struct PushBody<'a> {
+    #[serde(borrow)]
+    task: Option<Ids<'a>>,
+    #[serde(borrow, rename = "statusUpdate", alias = "status_update")]
+    status_update: Option<Ids<'a>>,
+    #[serde(borrow, rename = "artifactUpdate", alias = "artifact_update")]
+    artifact_update: Option<Ids<'a>>,
+    #[serde(borrow)]
+    message: Option<Ids<'a>>,
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "taskId")]
+    task_id: Option<Cow<'a, str>>,
+}
+
+/// The ids in an object of a push body.
+#[derive(Deserialize)]
+struct Ids<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "taskId", alias = "task_id")]
+    task_id: Option<Cow<'a, str>>,
+}
+
+impl PushBody<'_> {
+    /// The peer's task id it names, if any.
+    fn task_id(self) -> Option<String> {
+        let named = |s: Option<Cow<'_, str>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);
+        if let Some(t) = self.task {
+            return named(t.id);
         }
-    }
-    if let Some(m) = body.get("message") {
-        return m.get("taskId").and_then(s);
-    }
-    match body.get("kind").and_then(Value::as_str) {
-        Some("status-update" | "artifact-update") => body.get("taskId").and_then(s),
-        _ => body
-            .get("id")
-            .and_then(s)
-            .or_else(|| body.get("taskId").and_then(s)),
+        if let Some(u) = self.status_update.or(self.artifact_update).or(self.message) {
+            return named(u.task_id);
+        }
+        match self.kind.as_deref() {
+            Some("status-update" | "artifact-update") => named(self.task_id),
+            _ => named(self.id).or_else(|| named(self.task_id)),
+        }
     }
 }
 
 /// The peer's task id in a push body, or why the body is refused: not
-/// UTF-8 JSON, nested deeper than `max_depth`, or naming no task. Pure (no
-/// HTTP, no store), so it can be fuzzed.
+/// UTF-8 JSON, nested deeper than `max_depth`, of the wrong shape, or naming
+/// no task. Pure (no HTTP, no store), so it can be fuzzed.
 pub fn parse_push(bytes: &[u8], max_depth: usize) -> Result<String, String> {
-    let value = super::parse_json(bytes, max_depth)
-        .map_err(|e| format!("the push body is not acceptable JSON: {e}"))?;
-    pushed_task_id(&value).ok_or_else(|| "the push names no task".to_owned())
+    let unfit = |e: String| format!("the push body is not acceptable JSON: {e}");
+    let text = super::checked_text(bytes, max_depth).map_err(|e| unfit(e.to_string()))?;
+    // (Read as a struct, an array would be taken member by member.)
+    if !text.trim_start().starts_with('{') {
+        return Err(match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Ok(_) => "the push body is not a JSON object".to_owned(),
+            Err(e) => unfit(e.to_string()),
+        });
+    }
+    let body: PushBody = serde_json::from_str(text).map_err(|e| unfit(e.to_string()))?;
+    body.task_id()
+        .ok_or_else(|| "the push names no task".to_owned())
 }
 
 /// `POST /webhooks/{subscription}`.
@@ -200,23 +231,67 @@ mod tests {
 
     #[test]
     fn task_ids_come_from_every_push_shape() {
+        let id = |body: &str| parse_push(body.as_bytes(), 32);
         assert_eq!(
-            pushed_task_id(&json!({"task": {"id": "t1"}})).as_deref(),
-            Some("t1")
+            id(r#"{"task": {"id": "t1", "status": {"state": "x"}}}"#).as_deref(),
+            Ok("t1")
         );
         assert_eq!(
-            pushed_task_id(&json!({"statusUpdate": {"taskId": "t2"}})).as_deref(),
-            Some("t2")
+            id(r#"{"statusUpdate": {"taskId": "t2"}}"#).as_deref(),
+            Ok("t2")
         );
         assert_eq!(
-            pushed_task_id(&json!({"kind": "task", "id": "t3", "status": {}})).as_deref(),
-            Some("t3")
+            id(r#"{"artifact_update": {"task_id": "t2b"}}"#).as_deref(),
+            Ok("t2b")
         );
         assert_eq!(
-            pushed_task_id(&json!({"kind": "status-update", "taskId": "t4"})).as_deref(),
-            Some("t4")
+            id(r#"{"message": {"taskId": "t2c", "parts": []}}"#).as_deref(),
+            Ok("t2c")
         );
-        assert_eq!(pushed_task_id(&json!({"hello": 1})), None);
+        assert_eq!(
+            id(r#"{"kind": "task", "id": "t3", "status": {}}"#).as_deref(),
+            Ok("t3")
+        );
+        assert_eq!(
+            id(r#"{"kind": "status-update", "taskId": "t4", "id": "x"}"#).as_deref(),
+            Ok("t4")
+        );
+        assert_eq!(id(r#"{"taskId": "t\u0035"}"#).as_deref(), Ok("t5"));
+        assert_eq!(id(r#"{"hello": 1}"#), Err("the push names no task".into()));
+        // A task object without an id names no task, whatever else says one.
+        assert_eq!(
+            id(r#"{"task": {"id": ""}, "id": "t6"}"#),
+            Err("the push names no task".into())
+        );
+        for bad in [
+            r#"{"task": {"id": 5}}"#,
+            r#"{"id": "a", "id": "b"}"#,
+            "{",
+            "{}x",
+            "",
+            "hello",
+        ] {
+            let e = id(bad).unwrap_err();
+            assert!(
+                e.starts_with("the push body is not acceptable JSON: "),
+                "{bad}: {e}"
+            );
+        }
+        for not_object in [
+            r#"[null, null, null, null, null, "t7", null]"#,
+            "\"t\"",
+            " 5",
+        ] {
+            let e = id(not_object).unwrap_err();
+            assert_eq!(e, "the push body is not a JSON object", "{not_object}");
+        }
+        let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+        assert!(id(&deep).unwrap_err().contains("nested deeper than 32"));
+        assert!(
+            parse_push(b"{\"id\": \"\xff\"}", 32)
+                .unwrap_err()
+                .contains("UTF-8")
+        );
     }
 
     #[test]
