@@ -20,6 +20,7 @@ pub mod link;
 pub mod render;
 pub mod server;
 pub mod store;
+pub mod unwind;
 
 /// `e` and its causes, as one line for a person: each cause is added
 /// after a colon unless the text so far already says it (our errors often

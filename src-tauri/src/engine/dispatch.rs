@@ -36,8 +36,9 @@ const LOOK_FACTOR: usize = 8;
 const LOOK_FOR: Duration = Duration::from_millis(100);
 
 /// Items whose last attempt could not be recorded, because our storage
-/// refused the write (a full disk): the store still has them due as they
-/// were, so without a hold they would be sent again at once, over and over.
+/// refused the write (a full disk) or the attempt panicked (a bug): the
+/// store still has them due as they were, so without a hold they would be
+/// sent again at once, over and over.
 /// Each waits [`super::STORE_RETRY_FIRST`], doubling up to
 /// [`super::STORE_RETRY_MAX`]; a restart forgets the holds.
 #[derive(Default)]
@@ -217,7 +218,13 @@ impl Engine {
                         holds.clone(),
                     );
                     tokio::spawn(async move {
-                        let recorded = engine.attempt(&item).await;
+                        // An attempt that panics (a bug) is held like one
+                        // whose outcome could not be recorded, and its order
+                        // key freed: the deliveries behind it go on.
+                        let recorded =
+                            crate::unwind::caught("an outbox attempt", engine.attempt(&item))
+                                .await
+                                .unwrap_or(false);
                         if let Ok(mut h) = holds.lock() {
                             if recorded {
                                 h.0.remove(&item.id);

@@ -812,12 +812,20 @@ impl Engine {
         let run = if let Some(message) = forwarded {
             let (engine, agent) = (self.clone(), agent.clone());
             Some(tokio::spawn(async move {
-                engine.relay(agent, task_id, message).await
+                let id = task_id.clone();
+                engine
+                    .fail_on_panic(&id, engine.relay(agent, task_id, message))
+                    .await
             }))
         } else {
             (!steps.is_empty()).then(|| {
                 let engine = self.clone();
-                tokio::spawn(async move { engine.run(task_id, steps, last_artifact).await })
+                tokio::spawn(async move {
+                    let id = task_id.clone();
+                    engine
+                        .fail_on_panic(&id, engine.run(task_id, steps, last_artifact))
+                        .await
+                })
             })
         };
         Ok(Started {
@@ -855,6 +863,30 @@ impl Engine {
             .await;
         if let Err(e) = settled {
             tracing::debug!(task = %task_id, "settling stopped: {e}");
+        }
+    }
+
+    /// Runs the work that moves a task on (a backend's steps, a relay);
+    /// should it panic (a bug), the task fails with a note saying so rather
+    /// than stay working, with nothing to move it on, until the next start.
+    /// A task the work left parked, or ended, is left as it is.
+    async fn fail_on_panic(&self, task_id: &str, work: impl std::future::Future<Output = ()>) {
+        let Err(why) = crate::unwind::caught("a task's run", work).await else {
+            return;
+        };
+        let note = Message::agent(vec![crate::a2a::types::Part::text(format!(
+            "The agent stopped on an internal error ({why}); see the server log."
+        ))]);
+        let failed = self
+            .until_stored(task_id, || {
+                let step = Step::Status(TaskState::Failed, Some(note.clone()));
+                self.apply_if(task_id, step, |s| {
+                    matches!(s, TaskState::Submitted | TaskState::Working)
+                })
+            })
+            .await;
+        if let Err(e) = failed {
+            tracing::warn!(task = %task_id, "cannot fail the task whose run panicked: {e}");
         }
     }
 

@@ -203,6 +203,20 @@ pub async fn serve(
     let _ = all_ended.recv().await;
 }
 
+/// The answer to a request whose handler panicked. What the panic said
+/// goes to the log, not to the caller.
+fn failed_on_a_bug() -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    (
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(serde_json::json!({"error": {
+            "code": 500,
+            "message": "internal error: the server failed on a bug while answering; see its log",
+        }})),
+    )
+        .into_response()
+}
+
 /// The service for one connection: `admit`, then the app, with each request
 /// counted in flight.
 fn service(
@@ -230,7 +244,13 @@ fn service(
         };
         async move {
             let resp = match call {
-                Ok(call) => call.await?,
+                // A handler that panics (a bug) would drop the connection
+                // unanswered: the caller gets a 500 instead, and the
+                // connection and server go on.
+                Ok(call) => match crate::unwind::caught("an HTTP request", call).await {
+                    Ok(resp) => resp?,
+                    Err(_) => failed_on_a_bug(),
+                },
                 Err(refused) => refused,
             };
             Ok(resp.map(|inner| Tracked {
@@ -240,4 +260,58 @@ fn service(
         }
     });
     hyper_util::service::TowerToHyperService::new(svc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_handler_that_panics_gets_a_500_and_the_server_goes_on() {
+        async fn boom() -> &'static str {
+            if std::hint::black_box(true) {
+                panic!("a bug in a handler");
+            }
+            "never"
+        }
+        let app = axum::Router::new()
+            .route("/boom", axum::routing::get(boom))
+            .route("/ok", axum::routing::get(|| async { "fine" }));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let admit: Admit = Arc::new(|_, _, _| None);
+        let server = tokio::spawn(serve(listener, app, admit, Duration::from_secs(5), async {
+            let _ = stop_rx.await;
+        }));
+        // One client, so the second request may reuse the first's connection.
+        let client = reqwest::Client::new();
+        let resp = client
+            .get(format!("http://{addr}/boom"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 500);
+        let body: serde_json::Value = resp.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("internal error"), "{body}");
+        assert!(
+            !message.contains("a bug in a handler"),
+            "the panic's text stays in the log: {body}"
+        );
+        for _ in 0..2 {
+            let resp = client
+                .get(format!("http://{addr}/ok"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            assert_eq!(resp.text().await.unwrap(), "fine");
+        }
+        let _ = stop_tx.send(());
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .unwrap()
+            .unwrap();
+    }
 }
