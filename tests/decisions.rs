@@ -25,6 +25,9 @@ backend = "scripted"
 message_id_prefix = "ask"
 steps = [{ status = { state = "input-required", text = "Which environment?" } }]
 [[agents.rules]]
+text = "^again"
+steps = [{ status = { state = "input-required", text = "And which version?" } }]
+[[agents.rules]]
 message_id_prefix = "decision-"
 steps = [{ complete = "Thanks, carrying on" }]
 "#;
@@ -213,6 +216,59 @@ async fn a_decision_on_a_scripted_task_is_its_next_message() {
         t.history.iter().any(|m| m.text() == "staging"),
         "the reply reached the agent as a message"
     );
+}
+
+#[tokio::test]
+async fn an_agent_that_asks_again_at_once_opens_a_new_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("db"));
+    let id = park(&engine, "bot", "ask-1", "deploy").await;
+    let first = engine.task_detail(&id).await.unwrap().open_turn.unwrap();
+    // The reply makes the agent ask again, input-required to input-required.
+    engine
+        .decide(
+            &id,
+            input(DecisionKind::Reply, Some("again, staging")),
+            "test",
+        )
+        .await
+        .unwrap();
+    let mut detail = engine.task_detail(&id).await.unwrap();
+    for _ in 0..200 {
+        if detail.open_turn.as_ref().is_some_and(|t| t.id != first.id) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        detail = engine.task_detail(&id).await.unwrap();
+    }
+    let second = detail.open_turn.clone().expect("the new question waits");
+    assert_ne!(second.id, first.id, "a new turn: {:?}", detail.turns);
+    assert_eq!(detail.task.status.state, TaskState::InputRequired);
+    let closed = detail.turns.iter().find(|t| t.id == first.id).unwrap();
+    assert_eq!(closed.outcome.as_deref(), Some("decided"));
+    let q = engine
+        .queue(QueueQuery {
+            agent_id: Some("bot".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.items.len(), 1);
+    assert_eq!(q.items[0].id, second.id);
+    // The new question takes its own decision.
+    engine
+        .decide(&id, input(DecisionKind::Reply, Some("v2")), "test")
+        .await
+        .unwrap();
+    let mut state = TaskState::InputRequired;
+    for _ in 0..200 {
+        state = engine.task_detail(&id).await.unwrap().task.status.state;
+        if state == TaskState::Completed {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(state, TaskState::Completed);
 }
 
 #[tokio::test]

@@ -499,6 +499,125 @@ async fn a_question_asked_later_without_a_push_is_parked_by_the_sweep() {
 }
 
 #[tokio::test]
+async fn a_task_on_a_peer_that_sends_no_pushes_is_followed_until_it_parks_and_ends() {
+    // The peer (a Countersign) refuses our loopback webhook, and the sweep
+    // is off: only following the task can see it park, and then end.
+    let peer = Server::start(Some(PEER));
+    let local = Server::start(Some(&config_sweeping_every(&peer, 0)));
+    let api = Api::new(&local);
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({"text": "slow deploy"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["task"]["id"].as_str().unwrap().to_owned();
+    assert_ne!(body["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    // Asked 1.5 s after the start; read within 2 s of that.
+    let parked = wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    assert_eq!(
+        parked["task"]["status"]["message"]["parts"][0]["text"],
+        "Which environment?"
+    );
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/tasks/{id}/decision"),
+            Some(json!({"kind": "reply", "text": "staging"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    assert_eq!(
+        done["task"]["status"]["message"]["parts"][0]["text"],
+        "Deploying now"
+    );
+}
+
+/// A peer that asks a second question the moment the first is answered.
+const ASKS_TWICE: &str = r#"
+[[agents]]
+id = "bot"
+backend = "scripted"
+[[agents.rules]]
+text = "(?i)^v[0-9]"
+steps = [{ complete = "Deploying now" }]
+[[agents.rules]]
+text = "(?i)^staging"
+steps = [{ status = { state = "input-required", text = "Which version?" } }]
+[[agents.rules]]
+text = "(?i)^deploy"
+steps = [{ status = { state = "input-required", text = "Which environment?" } }]
+"#;
+
+#[tokio::test]
+async fn a_second_question_asked_right_after_an_answer_is_parked_again() {
+    // The peer answers our reply already asking again: we never see it
+    // working in between, yet the new question is a new turn to decide.
+    for sweep in [0, 1] {
+        let peer = Server::start(Some(ASKS_TWICE));
+        let local = Server::start(Some(&config_sweeping_every(&peer, sweep)));
+        let api = Api::new(&local);
+        let (status, body) = api
+            .call(
+                reqwest::Method::POST,
+                "/peers/bot/tasks",
+                Some(json!({"text": "deploy v2"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = body["task"]["id"].as_str().unwrap().to_owned();
+        wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+        let (status, body) = api
+            .call(
+                reqwest::Method::POST,
+                &format!("/tasks/{id}/decision"),
+                Some(json!({"kind": "reply", "text": "staging"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let mut asked = Value::Null;
+        for _ in 0..300 {
+            let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+            let (_, d) = api
+                .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+                .await;
+            let turns = d["turns"].as_array().unwrap();
+            let open = turns.iter().filter(|t| t["closedMs"].is_null()).count();
+            if q["total"] == 1 && turns.len() == 2 && open == 1 {
+                asked = d;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            asked["task"]["status"]["message"]["parts"][0]["text"], "Which version?",
+            "sweep {sweep}: the second question is parked: {asked}"
+        );
+        assert_eq!(asked["turns"][0]["outcome"], "decided", "{asked}");
+        let (status, body) = api
+            .call(
+                reqwest::Method::POST,
+                &format!("/tasks/{id}/decision"),
+                Some(json!({"kind": "reply", "text": "v2"})),
+            )
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "sweep {sweep}: the new turn takes a decision: {body}"
+        );
+        let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+        assert_eq!(
+            done["task"]["status"]["message"]["parts"][0]["text"],
+            "Deploying now"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_peer_can_be_sent_decisions_as_text_only() {
     let peer = Server::start(Some(PEER));
     let local = Server::start(Some(&format!(

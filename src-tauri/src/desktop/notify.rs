@@ -8,7 +8,7 @@
 //! queue, for several) where the notification server supports actions. No
 //! notification service means a logged warning, never a failure.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -42,9 +42,12 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
     let mut rx = shell.state.engine.bus().subscribe_all();
     let runtime = shell.runtime.clone();
     runtime.spawn(async move {
-        // Parked tasks we told the person about, or are about to.
-        let mut told: HashSet<String> = HashSet::new();
-        // Newly parked tasks not shown yet, oldest first.
+        // Parked tasks we told the person about, with the turn (the
+        // question) we told them of: a task that asks again, a new turn,
+        // is news again.
+        let mut told: HashMap<String, String> = HashMap::new();
+        // Tasks that parked, or may have asked again, not looked at yet,
+        // oldest first.
         let mut pending: Vec<String> = Vec::new();
         // Parkings before this instant wait for it.
         let mut quiet_from = Instant::now();
@@ -54,10 +57,11 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
                 ev = rx.recv() => match ev {
                     Ok(ev) => {
                         if ev.state.is_interrupted() {
-                            if told.insert(ev.task_id.clone()) {
+                            if !pending.contains(&ev.task_id) {
                                 pending.push(ev.task_id.clone());
                             }
-                        } else if told.remove(&ev.task_id) {
+                        } else {
+                            told.remove(&ev.task_id);
                             // Answered before it was shown: nothing to say.
                             pending.retain(|t| *t != ev.task_id);
                         }
@@ -72,11 +76,15 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
                 continue;
             }
             let fresh = std::mem::take(&mut pending);
-            quiet_from = Instant::now() + GROUP_WINDOW;
             let mut parked = Vec::new();
             for task_id in fresh {
                 if let Ok(d) = shell.state.engine.task_detail(&task_id).await {
                     let Some(turn) = d.open_turn else { continue };
+                    // Another event of a question already shown.
+                    if told.get(&task_id) == Some(&turn.id) {
+                        continue;
+                    }
+                    told.insert(task_id.clone(), turn.id.clone());
                     let agent = agent_name(&shell, &d.agent_id).await;
                     parked.push(Parked {
                         task_id,
@@ -86,7 +94,10 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
                     });
                 }
             }
-            deliver(&app, &shell, parked);
+            if !parked.is_empty() {
+                quiet_from = Instant::now() + GROUP_WINDOW;
+                deliver(&app, &shell, parked);
+            }
         }
     });
 }

@@ -494,6 +494,7 @@ impl Engine {
                 )));
             }
         };
+        let remote_id = task.id.clone();
         let id = self
             .mirror_linked(
                 peer_id,
@@ -505,6 +506,9 @@ impl Engine {
                 },
             )
             .await?;
+        if sub_id.is_none() {
+            self.follow_unpushed(peer_id, &remote_id, &id);
+        }
         self.task_detail(&id)
             .await
             .map(|d| d.task)
@@ -689,7 +693,17 @@ impl Engine {
                 }
             }
         };
-        self.mirror(&peer_id, None, task).await?;
+        // The task the peer answered with: the same one, going on, or (for
+        // a peer that starts a task per message) a new one in its context.
+        let remote_id = task.id.clone();
+        let id = self.mirror(&peer_id, None, task).await?;
+        let pushed = self
+            .inner
+            .store
+            .read_point(|conn| crate::store::peers::pushed(conn, &id))?;
+        if !pushed {
+            self.follow_unpushed(&peer_id, &remote_id, &id);
+        }
         Ok(())
     }
 }

@@ -9,7 +9,6 @@
 //! answered".
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::peers::PeerError;
 use super::{Agent, Engine, new_id};
@@ -20,9 +19,6 @@ use crate::a2a::types::{
 use crate::clock::now_ms;
 use crate::store::queue::{self as q, DecisionRecord};
 use crate::store::{peers, tasks};
-
-/// How long a relay follows an upstream task that has not settled.
-const FOLLOW_FOR: Duration = Duration::from_secs(600);
 
 impl Engine {
     /// Where peers reach this server's `/webhooks/` (set once the server is bound).
@@ -155,27 +151,6 @@ impl Engine {
         self.mirror(&upstream, sub_id.as_deref(), remote).await?;
         // Follow until the upstream task settles (pushes and the sweep also
         // update it; mirroring is idempotent).
-        let deadline = tokio::time::Instant::now() + FOLLOW_FOR;
-        let mut pause = Duration::from_millis(100);
-        loop {
-            let state = self
-                .inner
-                .store
-                .read_point(|conn| tasks::head(conn, task_id))?
-                .map(|h| h.state);
-            if state.is_none_or(|s| s.is_terminal() || s.is_interrupted())
-                || tokio::time::Instant::now() > deadline
-            {
-                return Ok(());
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(2));
-            let _one_at_a_time = self.reading(&upstream, &remote_id).await;
-            let task = self
-                .client()?
-                .get_task(&card.chosen, &auth, &remote_id, None)
-                .await?;
-            self.mirror(&upstream, None, task).await?;
-        }
+        self.follow(&upstream, &remote_id, task_id).await
     }
 }

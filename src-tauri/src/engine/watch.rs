@@ -17,7 +17,7 @@ use crate::a2a::types::{
     Message, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use crate::clock::now_ms;
-use crate::store::queue::{sync_turn, sync_turn_with};
+use crate::store::queue::{ask_again, sync_turn, sync_turn_with};
 use crate::store::{NewTask, TaskHead, peers, tasks};
 
 /// The owner recorded on watched tasks (they belong to the person).
@@ -26,6 +26,15 @@ pub const WATCHED_OWNER: &str = "peer";
 /// The longest a push about a task we do not mirror yet waits for chain
 /// hops being started on its peer.
 const START_WAIT: Duration = Duration::from_secs(5);
+
+/// How long [`Engine::follow`] reads a peer's task again, at most.
+const FOLLOW_FOR: Duration = Duration::from_secs(600);
+
+/// The first pause of [`Engine::follow`], which doubles up to [`FOLLOW_MAX`].
+const FOLLOW_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause of [`Engine::follow`].
+const FOLLOW_MAX: Duration = Duration::from_secs(2);
 
 /// Chain hops being started on peers, by peer. The transaction that stores
 /// a started task's mirror links it to its hop, and loop protection reads
@@ -124,6 +133,50 @@ impl Engine {
             key,
             lock,
         }
+    }
+
+    /// Reads the task `remote_id` on `peer_id` again and again (100 ms
+    /// apart, doubling up to 2 s) while our copy `task_id` is under way
+    /// (see [`under_way`]), for up to ten minutes, and mirrors each read.
+    /// For a task whose changes no push will tell us about, and for a
+    /// relay, whose caller waits on the upstream: without it such a task
+    /// would move here only at the next sweep (every minute by default).
+    /// Stops at the first read that fails; the sweep goes on from there.
+    pub(super) async fn follow(
+        &self,
+        peer_id: &str,
+        remote_id: &str,
+        task_id: &str,
+    ) -> Result<(), super::peers::PeerError> {
+        let deadline = tokio::time::Instant::now() + FOLLOW_FOR;
+        let mut pause = FOLLOW_FIRST;
+        loop {
+            let going = self
+                .inner
+                .store
+                .read_point(|conn| under_way(conn, task_id))?;
+            if !going || tokio::time::Instant::now() > deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(FOLLOW_MAX);
+            self.refresh_watched(peer_id, None, remote_id).await?;
+        }
+    }
+
+    /// [`Engine::follow`] on a task of its own, for a watched task whose
+    /// peer does not push to us (it offers no push notifications, or
+    /// refused our webhook): the person sees its question, or its result,
+    /// within a couple of seconds.
+    pub(super) fn follow_unpushed(&self, peer_id: &str, remote_id: &str, task_id: &str) {
+        let engine = self.clone();
+        let (peer_id, remote_id, task_id) =
+            (peer_id.to_owned(), remote_id.to_owned(), task_id.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = engine.follow(&peer_id, &remote_id, &task_id).await {
+                tracing::debug!(task = %task_id, "stopped following it on its peer ({e}); the sweep watches it");
+            }
+        });
     }
 
     /// Marks a chain hop as being started on `peer_id` until the result is
@@ -253,7 +306,13 @@ impl Engine {
                     }
                     // The status's message is in the history already (above).
                     let seq = tasks::record_status(conn, &head, &status, None, now)?;
-                    sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
+                    let asks_anew = old_state == status.state
+                        && current.status.message.as_ref().map(|m| &m.message_id)
+                            != status.message.as_ref().map(|m| &m.message_id)
+                        && ask_again(conn, &id, &head.agent_id, status.state, now)?;
+                    if !asks_anew {
+                        sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
+                    }
                     let ev = status_event(&head, &remote, status, seq);
                     let entered = (old_state != ev.state).then_some(ev.state);
                     crate::store::dispatch::fan_out(
@@ -285,6 +344,23 @@ impl Engine {
     pub async fn open_watched(&self) -> Result<Vec<(String, String, String)>, crate::store::Error> {
         self.inner.store.read(peers::open_watched).await
     }
+}
+
+/// Whether the task `task_id` is still under way on its peer as far as we
+/// know: submitted or working, or still asking a question the person has
+/// already answered (the peer has not taken the answer up yet). Not once
+/// it has ended, or asks a question nobody has answered.
+fn under_way(conn: &rusqlite::Connection, task_id: &str) -> Result<bool, crate::store::Error> {
+    let Some(head) = tasks::head(conn, task_id)? else {
+        return Ok(false);
+    };
+    if head.state.is_terminal() {
+        return Ok(false);
+    }
+    if !head.state.is_interrupted() {
+        return Ok(true);
+    }
+    crate::store::queue::answered_turn_open(conn, task_id)
 }
 
 /// What the transaction that mirrors a peer's task records with it.

@@ -248,6 +248,17 @@ pub fn remote_of(conn: &Connection, task_id: &str) -> Result<Option<(String, Str
         .optional()?)
 }
 
+/// Whether the peer of watched task `task_id` pushes its changes to us: we
+/// registered a webhook subscription with the task, or it was first seen
+/// through a push.
+pub fn pushed(conn: &Connection, task_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT subscription_id IS NOT NULL FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
 /// Links a relay's task to `remote_id` on `peer_id`; the task stays served
 /// (its caller is here). A watched task is inserted linked instead
 /// ([`super::tasks::create_mirror`]).

@@ -341,7 +341,60 @@ pub fn sync_turn_with(
     if from == to {
         return Ok(());
     }
-    if from.is_interrupted() {
+    move_turns(
+        conn,
+        task_id,
+        agent_id,
+        from.is_interrupted(),
+        to,
+        now_ms,
+        preview,
+    )
+}
+
+/// A task that was waiting, and whose question the person answered, waits
+/// again in the same state with a new question (a peer that asks again at
+/// once, before anyone sees it working): the answered turn closes
+/// (`decided`) and a new one opens, so the new question is decided on its
+/// own. Does nothing when the open turn has no decision: a question
+/// nobody has answered yet is still the same turn, however reworded.
+/// Returns whether a turn opened.
+pub fn ask_again(
+    conn: &Connection,
+    task_id: &str,
+    agent_id: &str,
+    state: TaskState,
+    now_ms: i64,
+) -> Result<bool> {
+    if !state.is_interrupted() || !answered_turn_open(conn, task_id)? {
+        return Ok(false);
+    }
+    move_turns(conn, task_id, agent_id, true, state, now_ms, None)?;
+    Ok(true)
+}
+
+/// Whether the task's open turn already has the person's decision (the
+/// task has not taken it up yet).
+pub fn answered_turn_open(conn: &Connection, task_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM turns t JOIN decisions d ON d.turn_id = t.id
+                            WHERE t.task_id = ?1 AND t.closed_ms IS NULL)",
+        )?
+        .query_row([task_id], |r| r.get(0))?)
+}
+
+/// Closes the task's open turn (`closes`), then opens one if `to` waits.
+fn move_turns(
+    conn: &Connection,
+    task_id: &str,
+    agent_id: &str,
+    closes: bool,
+    to: TaskState,
+    now_ms: i64,
+    preview: Option<String>,
+) -> Result<()> {
+    if closes {
         let outcome = if to.is_interrupted() {
             "superseded"
         } else if to == TaskState::Canceled {
