@@ -2,6 +2,7 @@
 # Installs the peer agents' dependencies (idempotent, quiet):
 #   .venv-sdk1   a2a-sdk 1.3.0 + http-server extra + uvicorn  (requirements-sdk1.txt)
 #   .venv-sdk03  a2a-sdk 0.3.26 + http-server extra + uvicorn (requirements-sdk03.txt)
+#   .venv-fasta2a  fasta2a 2.1.1 + uvicorn (requirements-fasta2a.txt)
 #   ../rust_sdk  the Rust SDK peer (cargo)
 # A venv is rebuilt only when its pin file changed. Needs python3 (3.10+, with
 # venv) and cargo; PyPI and crates.io reachable.
@@ -22,11 +23,12 @@ make_venv() { # dir requirements
     "$PYTHON" -m venv "$dir"
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$req"
     echo "$want" >"$dir/.stamp"
-    echo "setup: $dir ready ($("$dir/bin/python" -c 'import importlib.metadata as m; print("a2a-sdk", m.version("a2a-sdk"))'))"
+    echo "setup: $dir ready"
 }
 
 make_venv .venv-sdk1 requirements-sdk1.txt
 make_venv .venv-sdk03 requirements-sdk03.txt
+make_venv .venv-fasta2a requirements-fasta2a.txt
 
 # The Rust SDK peer (tests/rust_sdk, shared with the interop client; its
 # Cargo.lock pins the SDK).

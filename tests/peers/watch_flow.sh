@@ -10,6 +10,11 @@
 #   3. a forged push (wrong token) is refused;
 #   4. `countersign reply` answers; the peer receives the reply exactly once,
 #      on the same task, and completes it; our mirror shows completed.
+# Then a peer built on FastA2A (fasta2a 2.1.1, what pydantic-ai's to_a2a()
+# serves), which offers no push notifications and starts a new task for every
+# message: a task that asks is parked by following it alone (no push, no
+# sweep); the reply reaches the peer once, as a new task in the same context,
+# which we mirror and see complete; a plain task completes with its artifact.
 # Prints PASS/FAIL lines and `watch-flow: N passed, N failed`; exits 1 on failure.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -94,5 +99,41 @@ for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
         echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
     fi
 done
+# FastA2A: no pushes, a new task per message.
+work="$(mktemp -d)"
+DATA="$work/data"; mkdir -p "$DATA"
+log="$work/peer.jsonl"
+"$here/.venv-fasta2a/bin/python" "$here/fasta2a_peer.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" &
+pids+=("$!")
+if peer_url="$(wait_line "$work/peer.out" 'listening on ')" &&
+    poll 20 curl -sf "$peer_url/.well-known/agent-card.json"; then
+    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "fa"\nurl = "%s"\n' "$peer_url" >"$work/config.toml"
+    start_countersign "$DATA" "$work/config.toml"
+    out="$("$CLI" send fa "ask me a colour" --data-dir "$DATA")"
+    TASK="$(echo "$out" | sed -n 's/^started task \([^ ]*\) on .*/\1/p')"
+    check "[fasta2a] a task started on the peer (${TASK:-none})" test -n "$TASK"
+    check "[fasta2a] following it parks it (no push, no sweep)" poll 20 parked
+    check "[fasta2a] reply through the CLI" "$CLI" reply "$TASK" "blue" --data-dir "$DATA"
+    # The peer's answer to the reply is a new task there: its mirror, here.
+    answered() { "$CLI" tasks --json --data-dir "$DATA" >"$work/tasks.json" &&
+        ANSWER="$("$here/.venv-fasta2a/bin/python" -c '
+import json, sys
+items = json.load(open(sys.argv[1]))["items"]
+print(next(t["id"] for t in items if t["id"] != sys.argv[2] and t["preview"] == "blue" and t["state"] == "completed"))
+' "$work/tasks.json" "$TASK" 2>/dev/null)" && [ -n "$ANSWER" ]; }
+    check "[fasta2a] the answer, a new task on the peer, is mirrored and completes" poll 20 answered
+    answered
+    check "[fasta2a] it says what the peer answered" grep -q "Got your answer: blue" <<<"$("$CLI" show "${ANSWER:-none}" --data-dir "$DATA")"
+    decisions="$(grep -c '"message_id": *"decision-\|"messageId": *"decision-' "$log" | tr -d ' ')"
+    check "[fasta2a] the peer got the reply exactly once ($decisions)" test "$decisions" = 1
+    out="$("$CLI" send fa "hello there" --watch --data-dir "$DATA")"
+    check "[fasta2a] a plain task completes, seen by following it" grep -q "completed" <<<"$out"
+    if [ "$failed" -gt 0 ]; then
+        echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
+        echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
+    fi
+else
+    echo "FAIL [fasta2a] peer did not start"; failed=$((failed + 1)); tail -n 20 "$work/peer.err"
+fi
 echo "watch-flow: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
