@@ -60,6 +60,19 @@ async fn park(engine: &Engine, agent: &str, message_id: &str, text: &str) -> Str
     }
 }
 
+/// Waits (2 s at most) for the task's run to complete it.
+async fn until_completed(engine: &Engine, id: &str) {
+    let mut state = TaskState::InputRequired;
+    for _ in 0..200 {
+        state = engine.task_detail(id).await.unwrap().task.status.state;
+        if state == TaskState::Completed {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(state, TaskState::Completed);
+}
+
 fn input(kind: DecisionKind, text: Option<&str>) -> DecisionInput {
     serde_json::from_value(json!({"kind": kind, "text": text})).unwrap()
 }
@@ -202,15 +215,7 @@ async fn a_decision_on_a_scripted_task_is_its_next_message() {
         .await
         .unwrap();
     // The agent's run is asynchronous: wait (bounded) for it to finish.
-    let mut state = TaskState::InputRequired;
-    for _ in 0..200 {
-        state = engine.task_detail(&id).await.unwrap().task.status.state;
-        if state == TaskState::Completed {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(state, TaskState::Completed);
+    until_completed(&engine, &id).await;
     let t = engine.task_detail(&id).await.unwrap().task;
     assert!(
         t.history.iter().any(|m| m.text() == "staging"),
@@ -260,15 +265,7 @@ async fn an_agent_that_asks_again_at_once_opens_a_new_turn() {
         .decide(&id, input(DecisionKind::Reply, Some("v2")), "test")
         .await
         .unwrap();
-    let mut state = TaskState::InputRequired;
-    for _ in 0..200 {
-        state = engine.task_detail(&id).await.unwrap().task.status.state;
-        if state == TaskState::Completed {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(state, TaskState::Completed);
+    until_completed(&engine, &id).await;
 }
 
 #[tokio::test]

@@ -60,6 +60,40 @@ async fn started_elsewhere(peer: &Server, api: &Api, text: &str) -> (String, Str
     (remote_id, url, token)
 }
 
+/// Starts a watched task on the peer `bot` through the UI API: our id of it,
+/// and the state the peer answered with.
+async fn start_task(api: &Api, text: &str) -> (String, String) {
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({ "text": text })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let task = &body["task"];
+    let id = task["id"].as_str().unwrap().to_owned();
+    (
+        id,
+        task["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+/// Decides task `id`; the decision must be taken.
+async fn decide(api: &Api, id: &str, decision: Value) {
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/tasks/{id}/decision"),
+            Some(decision),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 async fn wait_for(api: &Api, task: &str, state: &str) -> Value {
     for _ in 0..300 {
         let (_, d) = api
@@ -505,30 +539,15 @@ async fn a_task_on_a_peer_that_sends_no_pushes_is_followed_until_it_parks_and_en
     let peer = Server::start(Some(PEER));
     let local = Server::start(Some(&config_sweeping_every(&peer, 0)));
     let api = Api::new(&local);
-    let (status, body) = api
-        .call(
-            reqwest::Method::POST,
-            "/peers/bot/tasks",
-            Some(json!({"text": "slow deploy"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let id = body["task"]["id"].as_str().unwrap().to_owned();
-    assert_ne!(body["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let (id, state) = start_task(&api, "slow deploy").await;
+    assert_ne!(state, "TASK_STATE_INPUT_REQUIRED");
     // Asked 1.5 s after the start; read within 2 s of that.
     let parked = wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
     assert_eq!(
         parked["task"]["status"]["message"]["parts"][0]["text"],
         "Which environment?"
     );
-    let (status, body) = api
-        .call(
-            reqwest::Method::POST,
-            &format!("/tasks/{id}/decision"),
-            Some(json!({"kind": "reply", "text": "staging"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    decide(&api, &id, json!({"kind": "reply", "text": "staging"})).await;
     let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
     assert_eq!(
         done["task"]["status"]["message"]["parts"][0]["text"],
@@ -560,24 +579,9 @@ async fn a_second_question_asked_right_after_an_answer_is_parked_again() {
         let peer = Server::start(Some(ASKS_TWICE));
         let local = Server::start(Some(&config_sweeping_every(&peer, sweep)));
         let api = Api::new(&local);
-        let (status, body) = api
-            .call(
-                reqwest::Method::POST,
-                "/peers/bot/tasks",
-                Some(json!({"text": "deploy v2"})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-        let id = body["task"]["id"].as_str().unwrap().to_owned();
+        let (id, _) = start_task(&api, "deploy v2").await;
         wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
-        let (status, body) = api
-            .call(
-                reqwest::Method::POST,
-                &format!("/tasks/{id}/decision"),
-                Some(json!({"kind": "reply", "text": "staging"})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        decide(&api, &id, json!({"kind": "reply", "text": "staging"})).await;
         let mut asked = Value::Null;
         for _ in 0..300 {
             let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
@@ -597,18 +601,8 @@ async fn a_second_question_asked_right_after_an_answer_is_parked_again() {
             "sweep {sweep}: the second question is parked: {asked}"
         );
         assert_eq!(asked["turns"][0]["outcome"], "decided", "{asked}");
-        let (status, body) = api
-            .call(
-                reqwest::Method::POST,
-                &format!("/tasks/{id}/decision"),
-                Some(json!({"kind": "reply", "text": "v2"})),
-            )
-            .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "sweep {sweep}: the new turn takes a decision: {body}"
-        );
+        // The new turn takes a decision of its own.
+        decide(&api, &id, json!({"kind": "reply", "text": "v2"})).await;
         let done = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
         assert_eq!(
             done["task"]["status"]["message"]["parts"][0]["text"],

@@ -652,6 +652,11 @@ impl Engine {
         let auth = auth_of(&rec.auth);
         let b = &item.body;
         let remote_id = b["remoteTaskId"].as_str().unwrap_or_default().to_owned();
+        // The peer's answer is a read of the task too: no re-read (a push's,
+        // the sweep's, a follow's) may land between it and its mirror, or
+        // this older snapshot would turn back what that read saw, say a
+        // question the peer asked right after taking the decision.
+        let _one_at_a_time = self.reading(&peer_id, &remote_id).await;
         let task = if b["kind"] == "reject" && rec.reject_with == "cancel" {
             self.client()?
                 .cancel_task(&card.chosen, &auth, &remote_id)
