@@ -9,8 +9,11 @@ fuzz_target!(|data: &[u8]| {
     match parse_push(data, 64) {
         Ok(id) => {
             assert!(!id.is_empty(), "an empty task id was accepted");
+            // JSON as the grammar has it: a number beyond f64's range
+            // (which `Value` refuses) is still JSON, and still names the
+            // task beside it.
             assert!(
-                serde_json::from_slice::<serde_json::Value>(data).is_ok(),
+                serde_json::from_slice::<serde::de::IgnoredAny>(data).is_ok(),
                 "a task id came out of a body that is not JSON"
             );
         }
