@@ -157,13 +157,17 @@ fn apply_step(
             }
             let (status, body) = status_change(tid, &h.context_id, state, message, now);
             let seq = tasks::record_status(conn, h, &status, status.message.as_ref(), now)?;
-            // Waiting again in the same state, after the person answered:
-            // a new question, and a new turn.
-            let asks_anew = state == h.state
-                && crate::store::queue::ask_again(conn, tid, &h.agent_id, state, now)?;
-            if !asks_anew {
-                crate::store::queue::sync_turn(conn, tid, &h.agent_id, h.state, state, now)?;
-            }
+            // A status step is the agent speaking: waiting again in the
+            // same state after the person answered is a new question.
+            crate::store::queue::sync_turn_asking(
+                conn,
+                tid,
+                &h.agent_id,
+                h.state,
+                state,
+                now,
+                true,
+            )?;
             (state, body, seq)
         }
         Step::Artifact {

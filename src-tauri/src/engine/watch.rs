@@ -17,7 +17,7 @@ use crate::a2a::types::{
     Message, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use crate::clock::now_ms;
-use crate::store::queue::{ask_again, sync_turn, sync_turn_with};
+use crate::store::queue::{sync_turn_asking, sync_turn_with};
 use crate::store::{NewTask, TaskHead, peers, tasks};
 
 /// The owner recorded on watched tasks (they belong to the person).
@@ -306,13 +306,18 @@ impl Engine {
                     }
                     // The status's message is in the history already (above).
                     let seq = tasks::record_status(conn, &head, &status, None, now)?;
-                    let asks_anew = old_state == status.state
-                        && current.status.message.as_ref().map(|m| &m.message_id)
-                            != status.message.as_ref().map(|m| &m.message_id)
-                        && ask_again(conn, &id, &head.agent_id, status.state, now)?;
-                    if !asks_anew {
-                        sync_turn(conn, &id, &head.agent_id, old_state, status.state, now)?;
-                    }
+                    // A new status message is a new question when it waits.
+                    let new_question = current.status.message.as_ref().map(|m| &m.message_id)
+                        != status.message.as_ref().map(|m| &m.message_id);
+                    sync_turn_asking(
+                        conn,
+                        &id,
+                        &head.agent_id,
+                        old_state,
+                        status.state,
+                        now,
+                        new_question,
+                    )?;
                     let ev = status_event(&head, &remote, status, seq);
                     let entered = (old_state != ev.state).then_some(ev.state);
                     crate::store::dispatch::fan_out(

@@ -9,14 +9,13 @@
 //! 202 once the re-read is queued in the durable outbox, which retries it.
 //! Either way a 2xx means nothing the push announced can be lost.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use std::borrow::Cow;
-
 use serde::Deserialize;
 use serde_json::json;
 use subtle::ConstantTimeEq;

@@ -352,25 +352,26 @@ pub fn sync_turn_with(
     )
 }
 
-/// A task that was waiting, and whose question the person answered, waits
-/// again in the same state with a new question (a peer that asks again at
-/// once, before anyone sees it working): the answered turn closes
-/// (`decided`) and a new one opens, so the new question is decided on its
-/// own. Does nothing when the open turn has no decision: a question
-/// nobody has answered yet is still the same turn, however reworded.
-/// Returns whether a turn opened.
-pub fn ask_again(
+/// [`sync_turn`] for a status that may carry a new question
+/// (`new_question`). A task that was waiting, and whose question the person
+/// answered, may wait again in the same state with a new one (an agent that
+/// asks again at once, never seen working in between): the answered turn
+/// closes (`decided`) and a new one opens, so the new question is decided
+/// on its own. A question nobody has answered yet stays the same turn,
+/// however reworded.
+pub fn sync_turn_asking(
     conn: &Connection,
     task_id: &str,
     agent_id: &str,
-    state: TaskState,
+    from: TaskState,
+    to: TaskState,
     now_ms: i64,
-) -> Result<bool> {
-    if !state.is_interrupted() || !answered_turn_open(conn, task_id)? {
-        return Ok(false);
+    new_question: bool,
+) -> Result<()> {
+    if from == to && new_question && to.is_interrupted() && answered_turn_open(conn, task_id)? {
+        return move_turns(conn, task_id, agent_id, true, to, now_ms, None);
     }
-    move_turns(conn, task_id, agent_id, true, state, now_ms, None)?;
-    Ok(true)
+    sync_turn(conn, task_id, agent_id, from, to, now_ms)
 }
 
 /// Whether the task's open turn already has the person's decision (the
