@@ -39,15 +39,16 @@ pub struct UiSettings {
     pub theme: Theme,
 }
 
-/// When to tell the person that a task is waiting.
+/// When to tell the person that a task is waiting. A member the file or a
+/// request leaves out keeps its default, so a file written before a member
+/// existed still reads, with the person's other choices intact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Notifications {
     pub enabled: bool,
     pub sound: bool,
     pub only_when_hidden: bool,
     /// Agents and peers (by id) whose parked tasks raise no notification.
-    #[serde(default)]
     pub muted_agents: Vec<String>,
 }
 
@@ -303,6 +304,35 @@ async fn save(State(state): State<Shared>, ApiBody(body): ApiBody) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_missing_a_member_keeps_the_rest_of_the_choices() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SettingsFile::in_dir(dir.path());
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            r#"{"notifications": {"enabled": false, "mutedAgents": ["noisy"]}, "theme": "dark"}"#,
+        )
+        .unwrap();
+        let read = file.read().unwrap();
+        assert_eq!(read.theme, Theme::Dark);
+        assert!(!read.notifications.enabled);
+        assert_eq!(read.notifications.muted_agents, ["noisy"]);
+        assert_eq!(read.notifications.sound, Notifications::default().sound);
+        assert_eq!(
+            read.notifications.only_when_hidden,
+            Notifications::default().only_when_hidden
+        );
+
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            r#"{"notifications": {"enabled": "yes"}}"#,
+        )
+        .unwrap();
+        let err = file.read().unwrap_err();
+        assert!(err.contains("is not valid"), "{err}");
+        assert!(err.contains("invalid type"), "{err}");
+    }
 
     #[test]
     fn settings_round_trip_through_the_file_and_apply_where_unset() {
