@@ -26,6 +26,9 @@ steps = [{ status = { state = "input-required", text = "Which environment?" } }]
 text = "(?i)^slow"
 steps = [{ status = { state = "working" } }, { delay_ms = 1500 }, { status = { state = "input-required", text = "Which environment?" } }]
 [[agents.rules]]
+text = "(?i)^quick"
+steps = [{ status = { state = "working" } }, { delay_ms = 200 }, { status = { state = "input-required", text = "Which environment?" } }]
+[[agents.rules]]
 text = "(?i)^staging"
 steps = [{ status = { state = "working" } }, { delay_ms = 60000 }, { complete = "Deployed to staging" }]
 [[agents.rules]]
@@ -564,6 +567,9 @@ backend = "scripted"
 text = "(?i)^v[0-9]"
 steps = [{ complete = "Deploying now" }]
 [[agents.rules]]
+text = "(?i)^quick"
+steps = [{ status = { state = "working" } }, { delay_ms = 200 }, { status = { state = "input-required", text = "Which environment?" } }]
+[[agents.rules]]
 text = "(?i)^staging"
 steps = [{ status = { state = "input-required", text = "Which version?" } }]
 [[agents.rules]]
@@ -662,6 +668,9 @@ struct ProxyState {
     /// milliseconds, one entry per call (the peer has answered; the answer
     /// is late, as from a busy peer or a slow network).
     delays: Arc<Mutex<VecDeque<u64>>>,
+    /// How long the answers to the next SendMessage calls are held back,
+    /// in milliseconds, one entry per call.
+    send_delays: Arc<Mutex<VecDeque<u64>>>,
     /// GetTask calls the peer answered (the proxy may still hold the answer).
     read: Arc<AtomicUsize>,
     /// GetTask answers the proxy passed on.
@@ -685,6 +694,7 @@ impl Proxy {
             upstream: Arc::default(),
             fail: Arc::default(),
             delays: Arc::default(),
+            send_delays: Arc::default(),
             read: Arc::default(),
             answered: Arc::default(),
             http: reqwest::Client::new(),
@@ -701,6 +711,14 @@ impl Proxy {
         format!("public_url = \"{}\"\n{PEER}", self.base)
     }
 
+    /// [`Proxy::peer_config`] for a peer that pushes to us (on 127.0.0.1).
+    fn pushing_peer_config(&self) -> String {
+        format!(
+            "public_url = \"{}\"\n[outbound]\nallow = [\"127.0.0.1\"]\n{PEER}",
+            self.base
+        )
+    }
+
     fn to(&self, peer: &Server) {
         self.state.upstream.set(peer.base.clone()).unwrap();
     }
@@ -711,6 +729,10 @@ impl Proxy {
 
     fn delay_reads(&self, ms: &[u64]) {
         self.state.delays.lock().unwrap().extend(ms);
+    }
+
+    fn delay_sends(&self, ms: &[u64]) {
+        self.state.send_delays.lock().unwrap().extend(ms);
     }
 
     fn read(&self) -> usize {
@@ -730,6 +752,7 @@ async fn forward(
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
     let text = String::from_utf8_lossy(&body);
+    let is_send = text.contains("\"SendMessage\"");
     let is_read = text.contains("\"GetTask\"")
         || text.contains("\"tasks/get\"")
         || (parts.method == reqwest::Method::GET && parts.uri.path().contains("/tasks/"));
@@ -753,6 +776,10 @@ async fn forward(
     let status = answer.status();
     let headers = answer.headers().clone();
     let bytes = answer.bytes().await.unwrap();
+    if is_send {
+        let delay = s.send_delays.lock().unwrap().pop_front().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
     if is_read {
         s.read.fetch_add(1, Ordering::SeqCst);
         let delay = s.delays.lock().unwrap().pop_front().unwrap_or(0);
@@ -994,4 +1021,71 @@ async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
         q["total"], 0,
         "the answered question is not parked again: {q}"
     );
+}
+
+#[tokio::test]
+async fn a_push_that_overtakes_the_answer_starting_its_task_is_not_turned_back() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.pushing_peer_config()));
+    proxy.to(&peer);
+    let local = Server::start(Some(&config_behind(&proxy, "")));
+    let api = Api::new(&local);
+    // The peer answers the start at once (working) and asks its question
+    // 200 ms later. Its pushes reach us directly; its answer to the start
+    // is held 1.5 s on the way, so both pushes come before it.
+    proxy.delay_sends(&[1500]);
+    let (id, _) = start_task(&api, "quick deploy").await;
+    let d = wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    assert_eq!(
+        d["task"]["status"]["message"]["parts"][0]["text"],
+        "Which environment?"
+    );
+    // Nothing later turns it back: no sweep, no other push.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, d) = api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await;
+    assert_eq!(
+        d["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{d}"
+    );
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 1, "{q}");
+    assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
+}
+
+#[tokio::test]
+async fn a_push_that_overtakes_a_relays_first_answer_reaches_the_relays_task() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.pushing_peer_config()));
+    proxy.to(&peer);
+    let config = format!(
+        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"gate\"\nbackend = \"relay\"\nupstream = \"bot\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        proxy.base
+    );
+    let local = Server::start(Some(&config));
+    let api = Api::new(&local);
+    // The upstream's pushes about its new task come before its answer.
+    proxy.delay_sends(&[1500]);
+    let c = local.client();
+    let sent = c
+        .rpc_ok(
+            "gate",
+            "SendMessage",
+            json!({"message": message("m-quick", "quick deploy"),
+                   "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    let d = wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    assert_eq!(
+        d["task"]["status"]["message"]["parts"][0]["text"],
+        "Which environment?"
+    );
+    // One task waits for the person: the relay's, not a second copy of
+    // the upstream's task made by its push.
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 1, "{q}");
+    assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
+    assert_eq!(q["items"][0]["agentId"], "gate", "{q}");
 }

@@ -103,7 +103,7 @@ fn shaped(parts: Vec<Part>, format: &str) -> Vec<Part> {
 }
 
 /// How long one call to a peer may take.
-const PEER_TIMEOUT: Duration = Duration::from_secs(15);
+pub(super) const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl Engine {
     pub(super) fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
@@ -463,7 +463,6 @@ impl Engine {
         message: Message,
         hop: Option<String>,
     ) -> Result<Task, PeerError> {
-        let _starting = hop.is_some().then(|| self.starting(peer_id));
         // A fresh card: a new task goes only to the agent the person trusted.
         let peer = self.peer_card(peer_id, true).await?;
         let (rec, card) = &*peer;
@@ -482,6 +481,10 @@ impl Engine {
             configuration: Some(configuration),
             metadata: None,
         };
+        // A push about the new task can overtake the peer's answer: it
+        // waits for this start (see `Starts`), so what it reads is newer
+        // than the answer and lands after it.
+        let _starting = self.starting(peer_id);
         let sent = self
             .send_watched(peer_id, card, &auth, req, &mut sub_id)
             .await;
@@ -495,16 +498,12 @@ impl Engine {
             }
         };
         let remote_id = task.id.clone();
+        let along = Along {
+            hop,
+            ..Along::default()
+        };
         let id = self
-            .mirror_linked(
-                peer_id,
-                sub_id.as_deref(),
-                task,
-                Along {
-                    hop,
-                    ..Along::default()
-                },
-            )
+            .mirror_started(peer_id, sub_id.as_deref(), task, along)
             .await?;
         if sub_id.is_none() {
             self.follow_unpushed(peer_id, &remote_id, &id);
@@ -513,6 +512,52 @@ impl Engine {
             .await
             .map(|d| d.task)
             .map_err(|e| PeerError::Invalid(e.to_string()))
+    }
+
+    /// Mirrors `answer`, the peer's answer to the call that started task
+    /// `answer.id` there, with `along`; returns our id. A push about the new
+    /// task waits for the start (see `Starts`), but not forever: one that
+    /// waited out `START_WAIT` has been mirrored from a read newer than the
+    /// answer. Then the task is read again, so
+    /// the answer cannot turn that mirror back; if that read fails, the
+    /// answer is mirrored, and the next push or sweep corrects it.
+    async fn mirror_started(
+        &self,
+        peer_id: &str,
+        subscription: Option<&str>,
+        answer: Task,
+        along: Along,
+    ) -> Result<String, PeerError> {
+        let _one_at_a_time = self.reading(peer_id, &answer.id).await;
+        let overtaken = self
+            .inner
+            .store
+            .read_point(|conn| p::watched_task(conn, peer_id, &answer.id))?
+            .is_some();
+        let task = if overtaken {
+            match self.read_remote(peer_id, &answer.id).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!(peer = %peer_id, task = %answer.id, "a push overtook the answer that started this task and it cannot be read again ({e}); mirroring the answer");
+                    answer
+                }
+            }
+        } else {
+            answer
+        };
+        Ok(self
+            .mirror_linked(peer_id, subscription, task, along)
+            .await?)
+    }
+
+    /// GetTask of `remote_id` on `peer_id`.
+    async fn read_remote(&self, peer_id: &str, remote_id: &str) -> Result<Task, PeerError> {
+        let peer = self.peer_card(peer_id, false).await?;
+        let (rec, card) = &*peer;
+        Ok(self
+            .client()?
+            .get_task(&card.chosen, &auth_of(&rec.auth), remote_id, None)
+            .await?)
     }
 
     /// Re-reads a peer's task (the truth) and mirrors it; returns our id.
@@ -534,15 +579,10 @@ impl Engine {
         remote_id: &str,
         along: Along,
     ) -> Result<String, PeerError> {
-        // A task a chain hop is starting there is mirrored by that start.
+        // A task being started there is mirrored by that start.
         self.await_starts(peer_id, remote_id).await;
         let _one_at_a_time = self.reading(peer_id, remote_id).await;
-        let peer = self.peer_card(peer_id, false).await?;
-        let (rec, card) = &*peer;
-        let task = self
-            .client()?
-            .get_task(&card.chosen, &auth_of(&rec.auth), remote_id, None)
-            .await?;
+        let task = self.read_remote(peer_id, remote_id).await?;
         Ok(self
             .mirror_linked(peer_id, subscription, task, along)
             .await?)
@@ -652,11 +692,14 @@ impl Engine {
         let auth = auth_of(&rec.auth);
         let b = &item.body;
         let remote_id = b["remoteTaskId"].as_str().unwrap_or_default().to_owned();
+        // A peer that starts a task per message answers with a new task,
+        // which pushes about it must not overtake (see `start_on_peer`).
+        let _starting = self.starting(&peer_id);
         // The peer's answer is a read of the task too: no re-read (a push's,
         // the sweep's, a follow's) may land between it and its mirror, or
         // this older snapshot would turn back what that read saw, say a
         // question the peer asked right after taking the decision.
-        let _one_at_a_time = self.reading(&peer_id, &remote_id).await;
+        let one_at_a_time = self.reading(&peer_id, &remote_id).await;
         let task = if b["kind"] == "reject" && rec.reject_with == "cancel" {
             self.client()?
                 .cancel_task(&card.chosen, &auth, &remote_id)
@@ -700,14 +743,22 @@ impl Engine {
         };
         // The task the peer answered with: the same one, going on, or (for
         // a peer that starts a task per message) a new one in its context.
-        let remote_id = task.id.clone();
-        let id = self.mirror(&peer_id, None, task).await?;
+        let answered = task.id.clone();
+        let id = if answered == remote_id {
+            let id = self.mirror(&peer_id, None, task).await?;
+            drop(one_at_a_time);
+            id
+        } else {
+            drop(one_at_a_time);
+            self.mirror_started(&peer_id, None, task, Along::default())
+                .await?
+        };
         let pushed = self
             .inner
             .store
             .read_point(|conn| crate::store::peers::pushed(conn, &id))?;
         if !pushed {
-            self.follow_unpushed(&peer_id, &remote_id, &id);
+            self.follow_unpushed(&peer_id, &answered, &id);
         }
         Ok(())
     }

@@ -115,6 +115,15 @@ impl Engine {
             configuration: Some(configuration),
             metadata: None,
         };
+        // A push about a new upstream task waits until it is linked to
+        // ours (or it would be mirrored as a task of its own), and a push
+        // about a known one waits until this answer is mirrored (or the
+        // answer, older than what that push reads, would turn it back).
+        let starting = link.is_none().then(|| self.starting(&upstream));
+        let mut one_at_a_time = match &link {
+            Some((_, remote_id)) => Some(self.reading(&upstream, remote_id).await),
+            None => None,
+        };
         let remote = match self
             .send_watched(&upstream, card, &auth, req, &mut sub_id)
             .await?
@@ -135,7 +144,22 @@ impl Engine {
                 return Ok(());
             }
         };
+        if one_at_a_time.is_none() {
+            one_at_a_time = Some(self.reading(&upstream, &remote.id).await);
+        }
         if link.is_none() {
+            // Only a push that waited out a start longer than any answer
+            // can take has mirrored the new task on its own.
+            let rid = remote.id.clone();
+            let stray = self
+                .inner
+                .store
+                .read_point(|conn| peers::watched_task(conn, &upstream, &rid))?;
+            if let Some(stray) = stray {
+                return Err(PeerError::Invalid(format!(
+                    "the upstream answered so late that its push about the task ({rid}) came first; it is watched as task {stray}"
+                )));
+            }
             let (tid, peer, rid, sub) = (
                 task_id.to_owned(),
                 upstream.clone(),
@@ -149,6 +173,8 @@ impl Engine {
         }
         let remote_id = remote.id.clone();
         self.mirror(&upstream, sub_id.as_deref(), remote).await?;
+        drop(one_at_a_time);
+        drop(starting);
         // Follow until the upstream task settles (pushes and the sweep also
         // update it; mirroring is idempotent).
         self.follow(&upstream, &remote_id, task_id).await

@@ -23,9 +23,13 @@ use crate::store::{NewTask, TaskHead, peers, tasks};
 /// The owner recorded on watched tasks (they belong to the person).
 pub const WATCHED_OWNER: &str = "peer";
 
-/// The longest a push about a task we do not mirror yet waits for chain
-/// hops being started on its peer.
-const START_WAIT: Duration = Duration::from_secs(5);
+/// The longest a push about a task we do not mirror yet waits for starts on
+/// its peer: longer than a start's send can take (two calls, the second
+/// without our webhook if the peer refused it, each within the client's
+/// timeout), so the start finishes first. A push that waits longer than
+/// `[webhooks] reread_wait_ms` is answered 202 and its re-read waits in
+/// the outbox.
+const START_WAIT: Duration = Duration::from_secs(2 * super::peers::PEER_TIMEOUT.as_secs() + 5);
 
 /// How long [`Engine::follow`] reads a peer's task again, at most.
 const FOLLOW_FOR: Duration = Duration::from_secs(600);
@@ -36,11 +40,14 @@ const FOLLOW_FIRST: Duration = Duration::from_millis(100);
 /// The longest pause of [`Engine::follow`].
 const FOLLOW_MAX: Duration = Duration::from_secs(2);
 
-/// Chain hops being started on peers, by peer. The transaction that stores
-/// a started task's mirror links it to its hop, and loop protection reads
-/// that link from the mirror's first event on; a push from the peer about
-/// the new task can arrive before the peer's answer does, so a push about a
-/// task we do not mirror yet waits for the peer's starts to finish.
+/// Tasks being started on peers (by the person, a chain hop, a relay, or a
+/// decision that a peer answers with a new task), by peer. A push from the
+/// peer about the new task can arrive before the peer's answer does, so a
+/// push about a task we do not mirror yet waits for the peer's starts to
+/// finish: its re-read is then newer than the answer and lands after it,
+/// a relay's task is linked before the push could mirror it as a task of
+/// its own, and a hop is linked in the transaction that stores the mirror
+/// (loop protection reads that link from the mirror's first event on).
 #[derive(Default)]
 pub(super) struct Starts {
     by_peer: Mutex<HashMap<String, usize>>,
@@ -179,7 +186,7 @@ impl Engine {
         });
     }
 
-    /// Marks a chain hop as being started on `peer_id` until the result is
+    /// Marks a task as being started on `peer_id` until the result is
     /// dropped (see [`Starts`]).
     pub(super) fn starting(&self, peer_id: &str) -> Starting {
         if let Ok(mut m) = self.inner.starts.by_peer.lock() {
@@ -191,7 +198,7 @@ impl Engine {
         }
     }
 
-    /// Waits (at most [`START_WAIT`]) until no hop is being started on
+    /// Waits (at most [`START_WAIT`]) until no task is being started on
     /// `peer_id` or we mirror its task `remote_id`.
     pub(super) async fn await_starts(&self, peer_id: &str, remote_id: &str) {
         let starts = &self.inner.starts;
