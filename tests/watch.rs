@@ -671,6 +671,10 @@ struct ProxyState {
     /// How long the answers to the next SendMessage calls are held back,
     /// in milliseconds, one entry per call.
     send_delays: Arc<Mutex<VecDeque<u64>>>,
+    /// Decisions sent to the peer lose their `taskId`, so the peer answers
+    /// each with a new task in the same context, as a peer that starts a
+    /// task per message (FastA2A) does.
+    new_task_per_reply: Arc<AtomicBool>,
     /// GetTask calls the peer answered (the proxy may still hold the answer).
     read: Arc<AtomicUsize>,
     /// GetTask answers the proxy passed on.
@@ -695,6 +699,7 @@ impl Proxy {
             fail: Arc::default(),
             delays: Arc::default(),
             send_delays: Arc::default(),
+            new_task_per_reply: Arc::default(),
             read: Arc::default(),
             answered: Arc::default(),
             http: reqwest::Client::new(),
@@ -735,6 +740,10 @@ impl Proxy {
         self.state.send_delays.lock().unwrap().extend(ms);
     }
 
+    fn new_task_per_reply(&self) {
+        self.state.new_task_per_reply.store(true, Ordering::SeqCst);
+    }
+
     fn read(&self) -> usize {
         self.state.read.load(Ordering::SeqCst)
     }
@@ -759,6 +768,19 @@ async fn forward(
     if is_read && s.fail.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
     }
+    let body = if is_send && s.new_task_per_reply.load(Ordering::SeqCst) {
+        let mut rpc: Value = serde_json::from_slice(&body).unwrap();
+        let message = &mut rpc["params"]["message"];
+        if message["messageId"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("decision-"))
+        {
+            message.as_object_mut().unwrap().remove("taskId");
+        }
+        axum::body::Bytes::from(serde_json::to_vec(&rpc).unwrap())
+    } else {
+        body
+    };
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut out = s
         .http
@@ -1088,4 +1110,62 @@ async fn a_push_that_overtakes_a_relays_first_answer_reaches_the_relays_task() {
     assert_eq!(q["total"], 1, "{q}");
     assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
     assert_eq!(q["items"][0]["agentId"], "gate", "{q}");
+}
+
+#[tokio::test]
+async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in_it() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    // Sweeping every second: a task left open would be read again each time.
+    let config = format!(
+        "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        proxy.base
+    );
+    let local = Server::start(Some(&config));
+    let api = Api::new(&local);
+    proxy.new_task_per_reply();
+    let (id, _) = start_task(&api, "deploy the site").await;
+    wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    decide(&api, &id, json!({"kind": "reply", "text": "staging"})).await;
+    let mut next = String::new();
+    for _ in 0..300 {
+        let (_, d) = api
+            .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+            .await;
+        if let Some(n) = d["continuedIn"].as_str() {
+            next = n.to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !next.is_empty(),
+        "the old task never named its continuation"
+    );
+    let d = wait_for(&api, &next, "TASK_STATE_COMPLETED").await;
+    assert_eq!(d["continues"], id.as_str(), "{d}");
+    assert_eq!(
+        d["task"]["status"]["message"]["parts"][0]["text"],
+        "Deploying now"
+    );
+    // The old task stays as its peer has it, its question answered and
+    // closed: nothing waits on the person, and nobody reads it again.
+    let (_, old) = api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await;
+    assert_eq!(old["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert!(old.get("openTurn").is_none(), "{old}");
+    assert_eq!(old["turns"][0]["outcome"], "decided", "{old}");
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 0, "{q}");
+    let reads = proxy.read();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(proxy.read(), reads, "a continued task is not swept");
+    let remote = peer.client().rpc_ok("bot", "ListTasks", json!({})).await;
+    assert_eq!(
+        remote["tasks"].as_array().unwrap().len(),
+        2,
+        "the decision reached the peer once: {remote}"
+    );
 }

@@ -124,6 +124,8 @@ print(next(t["id"] for t in items if t["id"] != sys.argv[2] and t["preview"] == 
     check "[fasta2a] the answer, a new task on the peer, is mirrored and completes" poll 20 answered
     answered
     check "[fasta2a] it says what the peer answered" grep -q "Got your answer: blue" <<<"$("$CLI" show "${ANSWER:-none}" --data-dir "$DATA")"
+    check "[fasta2a] the asked task goes on in the answer" grep -q "^continued in ${ANSWER:-none} " <<<"$("$CLI" show "$TASK" --data-dir "$DATA")"
+    check "[fasta2a] the answer names the task it continues" grep -q "^continues    $TASK" <<<"$("$CLI" show "${ANSWER:-none}" --data-dir "$DATA")"
     decisions="$(grep -c '"message_id": *"decision-\|"messageId": *"decision-' "$log" | tr -d ' ')"
     check "[fasta2a] the peer got the reply exactly once ($decisions)" test "$decisions" = 1
     out="$("$CLI" send fa "hello there" --watch --data-dir "$DATA")"

@@ -3,8 +3,9 @@
 // Run by tests/ui/run.sh (`node --test`).
 import { after, before, afterEach, describe, test as nodeTest } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { api, getTask, launch, openPage, output, send, startServer, until, xssCorpus } from './harness.mjs';
 
@@ -796,6 +797,87 @@ describe('the approval UI', () => {
     await page.getByTestId(second).getByTestId('hop-from').getByRole('button').click();
     await page.getByTestId('chain-links').waitFor();
     assert.match(await page.getByTestId('chain-links').innerText(), /rule notify-ci · dropped/);
+  });
+
+  test('a peer that answers a decision with a new task: each task links to the other', async () => {
+    // A peer that starts a task for every message (as FastA2A does): a
+    // proxy in front of a second server drops the decision's taskId, so
+    // the peer answers it with a new task in the same context.
+    let upstream;
+    const proxy = createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        let body = Buffer.concat(chunks);
+        if (body.length) {
+          const rpc = JSON.parse(body.toString());
+          if (rpc.params?.message?.messageId?.startsWith('decision-')) delete rpc.params.message.taskId;
+          body = Buffer.from(JSON.stringify(rpc));
+        }
+        const headers = { ...req.headers, host: new URL(upstream).host, 'content-length': String(body.length) };
+        const out = httpRequest(upstream + req.url, { method: req.method, headers }, (answer) => {
+          res.writeHead(answer.statusCode, answer.headers);
+          answer.pipe(res);
+        });
+        out.on('error', (e) => res.destroy(e));
+        out.end(body);
+      });
+    });
+    await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxyBase = `http://127.0.0.1:${proxy.address().port}`;
+    const dir = mkdtempSync(join(tmpdir(), 'countersign-ui-peer-'));
+    const config = join(dir, 'peer.toml');
+    writeFileSync(
+      config,
+      `public_url = "${proxyBase}"
+[outbound]
+allow = ["127.0.0.1"]
+
+[[agents]]
+id = "fast"
+name = "Release bot"
+backend = "scripted"
+[[agents.rules]]
+message_id_prefix = "decision-"
+steps = [{ complete = "Shipped to eu-west" }]
+[[agents.rules]]
+text = "(?i)^ship"
+steps = [{ status = { state = "input-required", text = "Ship to which region?" } }]
+`,
+    );
+    const peerServer = await startServer({ config });
+    upstream = peerServer.base;
+    try {
+      const added = await api(server, '/api/peers', { method: 'POST', body: JSON.stringify({ id: 'release', url: `${proxyBase}/a2a/fast` }) });
+      assert.equal(added.status, 201, JSON.stringify(added.body));
+      const started = await api(server, '/api/peers/release/tasks', { method: 'POST', body: JSON.stringify({ text: 'Ship 2.4?' }) });
+      assert.equal(started.status, 201, JSON.stringify(started.body));
+      const first = started.body.task.id;
+      await until(async () => (await api(server, `/api/tasks/${first}`)).body.openTurn, 'the question to be parked');
+      const decided = await api(server, `/api/tasks/${first}/decision`, { method: 'POST', body: JSON.stringify({ kind: 'reply', text: 'eu-west' }) });
+      assert.equal(decided.status, 200, JSON.stringify(decided.body));
+      const next = await until(async () => (await api(server, `/api/tasks/${first}`)).body.continuedIn, 'the continuation');
+      await until(
+        async () => (await api(server, `/api/tasks/${next}`)).body.task.status.state === 'TASK_STATE_COMPLETED',
+        'the new task to complete',
+      );
+
+      const page = await fresh();
+      await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), first);
+      const links = page.getByTestId('continuation');
+      await links.waitFor();
+      assert.match(await links.innerText(), new RegExp(`in\\s+${next}\\s+the peer answered the decision with a new task`));
+      await page.getByTestId('decided').waitFor();
+      await links.getByRole('button', { name: next }).click();
+      await until(async () => page.url().endsWith(`#/task/${encodeURIComponent(next)}`), 'the new task to open');
+      await page.getByText('Shipped to eu-west').first().waitFor();
+      await until(async () => /from\s/.test(await page.getByTestId('continuation').innerText()), 'the link back');
+      assert.match(await page.getByTestId('continuation').innerText(), new RegExp(`from\\s+${first}`));
+      await page.screenshot({ path: join(output, 'continuation.png') });
+    } finally {
+      await peerServer.stop();
+      await new Promise((r) => proxy.close(r));
+    }
   });
 
   test('settings are saved by the server and the theme applies at once', async () => {

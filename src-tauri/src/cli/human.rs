@@ -124,6 +124,12 @@ pub struct TaskDetailView {
     pub decisions: Vec<DecisionView>,
     #[serde(default)]
     pub open_turn: Option<TurnView>,
+    /// The task this one goes on in (its peer answered a decision with it).
+    #[serde(default)]
+    pub continued_in: Option<String>,
+    /// The task this one continues.
+    #[serde(default)]
+    pub continues: Option<String>,
 }
 
 /// How long ago `ms` was, compactly: `12s`, `3m`, `2h`, `5d`.
@@ -444,6 +450,16 @@ pub fn show(detail: &TaskDetailView, now: i64) -> String {
             t.id
         );
     }
+    if let Some(next) = &detail.continues {
+        let _ = writeln!(out, "continues    {}", clean(next, false));
+    }
+    if let Some(next) = &detail.continued_in {
+        let _ = writeln!(
+            out,
+            "continued in {} (the peer answered the decision with a new task)",
+            clean(next, false)
+        );
+    }
 
     out.push_str("\nconversation\n");
     let mut seen = std::collections::HashSet::new();
@@ -677,13 +693,15 @@ mod tests {
             "decisions": [{"id": "d1", "turnId": "u1", "taskId": "t1", "agentId": "inbox",
                 "kind": "reply", "payload": {"text": "Plan B"}, "actor": "cli",
                 "createdMs": 1000, "delivery": "delivered"}],
-            "rendered": {}
+            "rendered": {},
+            "continues": "t0"
         }))
         .unwrap();
         let out = show(&detail, 61_000);
         for want in [
             "state    completed",
             "agent    inbox (dialect v1)",
+            "continues    t0\n",
             "  user:\n    Which plan?\n    A or B\n",
             "  agent (status):\n    Plan B\n    data:\n      {\n        \"plan\": \"B\"\n      }\n",
             "file: notes.txt (text/plain, 2 B)",

@@ -750,8 +750,11 @@ impl Engine {
             id
         } else {
             drop(one_at_a_time);
-            self.mirror_started(&peer_id, None, task, Along::default())
-                .await?
+            let along = Along {
+                continues: Some(remote_id.clone()),
+                ..Along::default()
+            };
+            self.mirror_started(&peer_id, None, task, along).await?
         };
         let pushed = self
             .inner

@@ -95,6 +95,13 @@ pub struct TaskDetail {
     pub open_turn: Option<Turn>,
     /// Chain links: the task this one was chained from, and the hops it fired.
     pub chain: ChainLinks,
+    /// The task this one goes on in: its peer answered a decision on it
+    /// with a new task (a peer that starts a task per message does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_in: Option<String>,
+    /// The task this one continues (see `continued_in`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
 }
 
 /// A task's place in chains.
@@ -305,10 +312,11 @@ impl Engine {
                 let turns = q::turns_of_task(conn, &tid)?;
                 let decisions = q::decisions_of_task(conn, &tid)?;
                 let links = crate::store::dispatch::links(conn, &tid)?;
-                Ok(Some((head, task, turns, decisions, links)))
+                let continuation = crate::store::peers::continuation(conn, &tid)?;
+                Ok(Some((head, task, turns, decisions, links, continuation)))
             })
             .await?;
-        let (head, task, turns, decisions, (parent, children)) =
+        let (head, task, turns, decisions, (parent, children), (continued_in, continues)) =
             found.ok_or_else(|| QueryError::NotFound(task_id.to_owned()))?;
         let link = |h: crate::store::dispatch::Hop, other: Option<String>| ChainLink {
             hop_id: h.id,
@@ -340,6 +348,8 @@ impl Engine {
             decisions,
             open_turn,
             chain,
+            continued_in,
+            continues,
         })
     }
 

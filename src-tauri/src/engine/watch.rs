@@ -244,7 +244,11 @@ impl Engine {
         remote: Task,
         along: Along,
     ) -> Result<String, crate::store::Error> {
-        let Along { hop, delivered } = along;
+        let Along {
+            hop,
+            delivered,
+            continues,
+        } = along;
         let max_depth = self.max_chain_depth();
         let peer_id = peer_id.to_owned();
         let subscription = subscription.map(str::to_owned);
@@ -263,74 +267,80 @@ impl Engine {
                     if let Some(item) = &delivered {
                         peers::record_attempt(conn, item, "delivered", None, now, now)?;
                     }
-                    let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
-                        let first = FirstSight {
-                            peer_id: &peer_id,
-                            subscription: subscription.as_deref(),
-                            hop: hop.as_deref(),
-                            max_depth,
-                            now,
+                    let mirrored = 'mirror: {
+                        let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
+                            let first = FirstSight {
+                                peer_id: &peer_id,
+                                subscription: subscription.as_deref(),
+                                hop: hop.as_deref(),
+                                max_depth,
+                                now,
+                            };
+                            break 'mirror first.store(conn, &remote)?;
                         };
-                        return first.store(conn, &remote);
-                    };
-                    let head = tasks::head(conn, &id)?.ok_or_else(|| {
-                        crate::store::Error::Corrupt(format!("watched task {id} vanished"))
-                    })?;
-                    let old_state = head.state;
-                    // The peer's push about the new task may have created
-                    // the mirror before the answer that started it arrived:
-                    // the hop is linked to the mirror either way.
-                    if let Some(h) = &hop {
-                        crate::store::dispatch::link_child(conn, h, &id)?;
-                    }
-                    if old_state.is_terminal() {
-                        return Ok((id, None));
-                    }
-                    for m in &remote.history {
-                        if !tasks::has_message(conn, &id, &m.message_id)? {
+                        let head = tasks::head(conn, &id)?.ok_or_else(|| {
+                            crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                        })?;
+                        let old_state = head.state;
+                        // The peer's push about the new task may have created
+                        // the mirror before the answer that started it arrived:
+                        // the hop is linked to the mirror either way.
+                        if let Some(h) = &hop {
+                            crate::store::dispatch::link_child(conn, h, &id)?;
+                        }
+                        if old_state.is_terminal() {
+                            break 'mirror (id, None);
+                        }
+                        for m in &remote.history {
+                            if !tasks::has_message(conn, &id, &m.message_id)? {
+                                let mut m = m.clone();
+                                m.task_id = Some(id.clone());
+                                tasks::append_message(conn, &id, &m)?;
+                            }
+                        }
+                        if let Some(m) = &remote.status.message
+                            && !tasks::has_message(conn, &id, &m.message_id)?
+                        {
                             let mut m = m.clone();
                             m.task_id = Some(id.clone());
                             tasks::append_message(conn, &id, &m)?;
                         }
+                        for a in remote.artifacts.iter().flatten() {
+                            tasks::put_artifact(conn, &id, a, false)?;
+                        }
+                        let (_, current) =
+                            tasks::load(conn, &id, Some(0), false)?.ok_or_else(|| {
+                                crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                            })?;
+                        let status = status_of(&remote, &id);
+                        if current.status == status && old_state == status.state {
+                            break 'mirror (id, None);
+                        }
+                        // The status's message is in the history already (above).
+                        let seq = tasks::record_status(conn, &head, &status, None, now)?;
+                        // A new status message is a new question when it waits.
+                        let new_question = current.status.message.as_ref().map(|m| &m.message_id)
+                            != status.message.as_ref().map(|m| &m.message_id);
+                        sync_turn_asking(
+                            conn,
+                            &id,
+                            &head.agent_id,
+                            old_state,
+                            status.state,
+                            now,
+                            new_question,
+                        )?;
+                        let ev = status_event(&head, &remote, status, seq);
+                        let entered = (old_state != ev.state).then_some(ev.state);
+                        crate::store::dispatch::fan_out(
+                            conn, &id, seq, &ev.body, entered, max_depth, now,
+                        )?;
+                        (id, Some(ev))
+                    };
+                    if let Some(remote_id) = &continues {
+                        peers::continue_in(conn, &peer_id, remote_id, &mirrored.0, now)?;
                     }
-                    if let Some(m) = &remote.status.message
-                        && !tasks::has_message(conn, &id, &m.message_id)?
-                    {
-                        let mut m = m.clone();
-                        m.task_id = Some(id.clone());
-                        tasks::append_message(conn, &id, &m)?;
-                    }
-                    for a in remote.artifacts.iter().flatten() {
-                        tasks::put_artifact(conn, &id, a, false)?;
-                    }
-                    let (_, current) =
-                        tasks::load(conn, &id, Some(0), false)?.ok_or_else(|| {
-                            crate::store::Error::Corrupt(format!("watched task {id} vanished"))
-                        })?;
-                    let status = status_of(&remote, &id);
-                    if current.status == status && old_state == status.state {
-                        return Ok((id, None));
-                    }
-                    // The status's message is in the history already (above).
-                    let seq = tasks::record_status(conn, &head, &status, None, now)?;
-                    // A new status message is a new question when it waits.
-                    let new_question = current.status.message.as_ref().map(|m| &m.message_id)
-                        != status.message.as_ref().map(|m| &m.message_id);
-                    sync_turn_asking(
-                        conn,
-                        &id,
-                        &head.agent_id,
-                        old_state,
-                        status.state,
-                        now,
-                        new_question,
-                    )?;
-                    let ev = status_event(&head, &remote, status, seq);
-                    let entered = (old_state != ev.state).then_some(ev.state);
-                    crate::store::dispatch::fan_out(
-                        conn, &id, seq, &ev.body, entered, max_depth, now,
-                    )?;
-                    Ok((id, Some(ev)))
+                    Ok(mirrored)
                 },
                 move |(_, ev): &(String, Option<Event>)| {
                     if let Some(ev) = ev {
@@ -361,12 +371,13 @@ impl Engine {
 /// Whether the task `task_id` is still under way on its peer as far as we
 /// know: submitted or working, or still asking a question the person has
 /// already answered (the peer has not taken the answer up yet). Not once
-/// it has ended, or asks a question nobody has answered.
+/// it has ended, asks a question nobody has answered, or goes on in
+/// another task.
 fn under_way(conn: &rusqlite::Connection, task_id: &str) -> Result<bool, crate::store::Error> {
     let Some(head) = tasks::head(conn, task_id)? else {
         return Ok(false);
     };
-    if head.state.is_terminal() {
+    if head.state.is_terminal() || peers::continued(conn, task_id)? {
         return Ok(false);
     }
     if !head.state.is_interrupted() {
@@ -385,6 +396,10 @@ pub(super) struct Along {
     /// The outbox item (a re-read) this mirror delivers: marked delivered
     /// with it, one commit fewer than recording the attempt after.
     pub delivered: Option<String>,
+    /// The peer's id of the task this one continues: the peer answered a
+    /// decision on that task with this new one (as a peer that starts a
+    /// task per message does). That task is marked continued in this one.
+    pub continues: Option<String>,
 }
 
 /// `remote`'s status, its message filed under our id `id`.

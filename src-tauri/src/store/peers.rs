@@ -238,6 +238,52 @@ pub fn watched_task(conn: &Connection, peer_id: &str, remote_id: &str) -> Result
         .optional()?)
 }
 
+/// Records that the peer answered a decision on its task `remote_id` with
+/// its task mirrored here as `next_id`: our copy of `remote_id` goes on in
+/// that one. Its answered turn closes (the answer was taken up), and it is
+/// no longer read again. Nothing if `remote_id` is not mirrored here.
+pub fn continue_in(
+    conn: &Connection,
+    peer_id: &str,
+    remote_id: &str,
+    next_id: &str,
+    now_ms: i64,
+) -> Result<()> {
+    let Some(task_id) = watched_task(conn, peer_id, remote_id)? else {
+        return Ok(());
+    };
+    if task_id == next_id {
+        return Ok(());
+    }
+    conn.prepare_cached("UPDATE tasks SET continued_in = ?2 WHERE id = ?1")?
+        .execute(params![task_id, next_id])?;
+    super::queue::close_answered_turn(conn, &task_id, now_ms)
+}
+
+/// The task `task_id` goes on in (if a peer answered a decision on it with
+/// a new task), and the task it continues (if it is such a task).
+pub fn continuation(conn: &Connection, task_id: &str) -> Result<(Option<String>, Option<String>)> {
+    let continued_in = conn
+        .prepare_cached("SELECT continued_in FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    let continues = conn
+        .prepare_cached("SELECT id FROM tasks WHERE continued_in = ?1 LIMIT 1")?
+        .query_row([task_id], |r| r.get(0))
+        .optional()?;
+    Ok((continued_in, continues))
+}
+
+/// Whether task `task_id` goes on in another (see [`continue_in`]).
+pub fn continued(conn: &Connection, task_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT continued_in IS NOT NULL FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
 /// The peer and remote id of a watched task.
 pub fn remote_of(conn: &Connection, task_id: &str) -> Result<Option<(String, String)>> {
     Ok(conn
@@ -279,10 +325,11 @@ pub fn link_remote(
 /// The query of [`open_watched`]; its condition is the one of the partial
 /// index `tasks_linked_open`, word for word, so that SQLite walks it.
 pub(super) const OPEN_WATCHED: &str = "SELECT id, peer_id, remote_id FROM tasks
-     WHERE peer_id IS NOT NULL AND (state < 3 OR state = 6 OR state > 7) ORDER BY updated_ms";
+     WHERE peer_id IS NOT NULL AND (state < 3 OR state = 6 OR state > 7)
+     AND continued_in IS NULL ORDER BY updated_ms";
 
 /// Tasks linked to a peer's task (watched, or a relay's) that are not
-/// finished: (our id, peer id, remote id).
+/// finished nor continued in another: (our id, peer id, remote id).
 pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> {
     let mut stmt = conn.prepare_cached(OPEN_WATCHED)?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;

@@ -385,6 +385,19 @@ pub fn answered_turn_open(conn: &Connection, task_id: &str) -> Result<bool> {
         .query_row([task_id], |r| r.get(0))?)
 }
 
+/// Closes the task's open turn if it has the person's decision (outcome
+/// `decided`): the decision was taken up, though the task stays as it was
+/// (its peer went on in a new task).
+pub fn close_answered_turn(conn: &Connection, task_id: &str, now_ms: i64) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE turns SET closed_ms = ?2, outcome = 'decided'
+         WHERE task_id = ?1 AND closed_ms IS NULL
+           AND EXISTS (SELECT 1 FROM decisions d WHERE d.turn_id = turns.id)",
+    )?
+    .execute(params![task_id, now_ms])?;
+    Ok(())
+}
+
 /// Closes the task's open turn (`closes`), then opens one if `to` waits.
 fn move_turns(
     conn: &Connection,

@@ -234,6 +234,11 @@ const MIGRATIONS: &[Step] = &[
     // each page scanned and sorted the whole table (14 ms at 20,000 tasks).
     // The entry costs a new task about 1% of its write.
     Sql("CREATE INDEX tasks_recent ON tasks(updated_ms);"),
+    // 14: a watched task a peer answered a decision on with a new task (a
+    // peer that starts a task per message) goes on in that task: it is
+    // neither swept nor followed any more, and each shows the other.
+    Sql("ALTER TABLE tasks ADD COLUMN continued_in TEXT;
+    CREATE INDEX tasks_continuing ON tasks(continued_in) WHERE continued_in IS NOT NULL;"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]

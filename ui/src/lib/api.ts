@@ -415,6 +415,10 @@ export interface TaskDetail {
     artifacts: RenderedArtifact[];
   };
   chain?: ChainLinks;
+  /** The task this one goes on in: its peer answered the decision with a new task. */
+  continuedIn?: string;
+  /** The task this one continues (see `continuedIn`). */
+  continues?: string;
 }
 
 export interface AttachedFile {
