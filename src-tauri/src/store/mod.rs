@@ -275,8 +275,22 @@ impl Inner {
                 c
             }
         };
-        let out = f(&conn);
-        if let Ok(mut readers) = self.readers.lock()
+        // One read transaction for all of `f`: its statements see one
+        // snapshot (a task's row, messages and turns as one commit left
+        // them, never a status from before a write and turns from after),
+        // and the WAL read lock is taken once, not once per statement.
+        let out = conn
+            .prepare_cached("BEGIN")
+            .and_then(|mut begin| begin.execute([]))
+            .map_err(Error::from)
+            .and_then(|_| f(&conn));
+        let ended = conn
+            .prepare_cached(if out.is_ok() { "COMMIT" } else { "ROLLBACK" })
+            .and_then(|mut end| end.execute([]));
+        // A connection left inside a transaction would pin its snapshot.
+        if ended.is_ok()
+            && conn.is_autocommit()
+            && let Ok(mut readers) = self.readers.lock()
             && readers.len() < KEPT_READERS
         {
             readers.push(conn);
@@ -347,6 +361,71 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_read_sees_one_snapshot_even_as_a_write_commits_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        let other = Connection::open(&path).unwrap();
+        let count = |conn: &Connection| -> Result<i64> {
+            Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
+        };
+        let add = |id: &str| {
+            other
+                .execute(
+                    "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
+                     VALUES (?1, 'api', '{}', 0, 0)",
+                    [id],
+                )
+                .unwrap();
+        };
+        // Point reads and pooled reads alike: what a read saw first, it
+        // sees to its end, though another write commits in between.
+        let (before, after) = store
+            .read_point(|conn| {
+                let before = count(conn)?;
+                add("r1");
+                Ok((before, count(conn)?))
+            })
+            .unwrap();
+        assert_eq!((before, after), (0, 0));
+        let other = Arc::new(std::sync::Mutex::new(other));
+        let writer = other.clone();
+        let (before, after) = store
+            .read(move |conn| {
+                let before = count(conn)?;
+                writer
+                    .lock()
+                    .unwrap()
+                    .execute(
+                        "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
+                         VALUES ('r2', 'api', '{}', 0, 0)",
+                        [],
+                    )
+                    .unwrap();
+                Ok((before, count(conn)?))
+            })
+            .await
+            .unwrap();
+        assert_eq!((before, after), (1, 1));
+        // The next read sees both, and a failed read leaves no snapshot.
+        let failed = store.read_point(|conn| {
+            count(conn)?;
+            Err::<(), _>(Error::Corrupt("a read that fails".into()))
+        });
+        assert!(failed.is_err());
+        other
+            .lock()
+            .unwrap()
+            .execute(
+                "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
+                 VALUES ('r3', 'api', '{}', 0, 0)",
+                [],
+            )
+            .unwrap();
+        assert_eq!(store.read_point(count).unwrap(), 3);
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn blocking_reads_take_turns_beyond_their_bound() {
