@@ -29,6 +29,9 @@ steps = [{ status = { state = "working" } }, { delay_ms = 1500 }, { status = { s
 text = "(?i)^quick"
 steps = [{ status = { state = "working" } }, { delay_ms = 200 }, { status = { state = "input-required", text = "Which environment?" } }]
 [[agents.rules]]
+text = "(?i)^eu-west"
+steps = [{ complete = "Deploying to eu-west" }]
+[[agents.rules]]
 text = "(?i)^staging"
 steps = [{ status = { state = "working" } }, { delay_ms = 60000 }, { complete = "Deployed to staging" }]
 [[agents.rules]]
@@ -567,9 +570,6 @@ backend = "scripted"
 text = "(?i)^v[0-9]"
 steps = [{ complete = "Deploying now" }]
 [[agents.rules]]
-text = "(?i)^quick"
-steps = [{ status = { state = "working" } }, { delay_ms = 200 }, { status = { state = "input-required", text = "Which environment?" } }]
-[[agents.rules]]
 text = "(?i)^staging"
 steps = [{ status = { state = "input-required", text = "Which version?" } }]
 [[agents.rules]]
@@ -671,9 +671,9 @@ struct ProxyState {
     /// How long the answers to the next SendMessage calls are held back,
     /// in milliseconds, one entry per call.
     send_delays: Arc<Mutex<VecDeque<u64>>>,
-    /// Decisions sent to the peer lose their `taskId`, so the peer answers
-    /// each with a new task in the same context, as a peer that starts a
-    /// task per message (FastA2A) does.
+    /// Messages to the peer about one of its tasks (decisions, a relay's
+    /// caller's answers) lose their `taskId`, so the peer answers each with
+    /// a new task, as a peer that starts a task per message (FastA2A) does.
     new_task_per_reply: Arc<AtomicBool>,
     /// GetTask calls the peer answered (the proxy may still hold the answer).
     read: Arc<AtomicUsize>,
@@ -770,13 +770,10 @@ async fn forward(
     }
     let body = if is_send && s.new_task_per_reply.load(Ordering::SeqCst) {
         let mut rpc: Value = serde_json::from_slice(&body).unwrap();
-        let message = &mut rpc["params"]["message"];
-        if message["messageId"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("decision-"))
-        {
-            message.as_object_mut().unwrap().remove("taskId");
-        }
+        rpc["params"]["message"]
+            .as_object_mut()
+            .unwrap()
+            .remove("taskId");
         axum::body::Bytes::from(serde_json::to_vec(&rpc).unwrap())
     } else {
         body
@@ -1168,4 +1165,45 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
         2,
         "the decision reached the peer once: {remote}"
     );
+}
+
+#[tokio::test]
+async fn a_relay_goes_on_with_an_upstream_that_answers_each_message_with_a_new_task() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let config = format!(
+        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"gate\"\nbackend = \"relay\"\nupstream = \"bot\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        proxy.base
+    );
+    let local = Server::start(Some(&config));
+    let api = Api::new(&local);
+    proxy.new_task_per_reply();
+    let c = local.client();
+    let sent = c.send_text("gate", "m-deploy", "deploy the site").await;
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{sent}"
+    );
+    // The caller answers; the upstream takes the answer up in a new task.
+    let mut answer = message("m-answer", "eu-west");
+    answer["taskId"] = json!(id);
+    c.rpc_ok(
+        "gate",
+        "SendMessage",
+        json!({"message": answer, "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    let d = wait_for(&api, &id, "TASK_STATE_COMPLETED").await;
+    assert_eq!(
+        d["task"]["status"]["message"]["parts"][0]["text"], "Deploying to eu-west",
+        "{d}"
+    );
+    // The caller's task is the only one here: no copy of the upstream's
+    // second task waits for the person.
+    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(q["total"], 0, "{q}");
+    let (_, all) = api.call(reqwest::Method::GET, "/tasks", None).await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 1, "{all}");
 }

@@ -119,7 +119,9 @@ impl Engine {
         // ours (or it would be mirrored as a task of its own), and a push
         // about a known one waits until this answer is mirrored (or the
         // answer, older than what that push reads, would turn it back).
-        let starting = link.is_none().then(|| self.starting(&upstream));
+        // Any message may start a new task there: an upstream that starts
+        // one per message (FastA2A) answers a follow-up with a new task.
+        let starting = self.starting(&upstream);
         let mut one_at_a_time = match &link {
             Some((_, remote_id)) => Some(self.reading(&upstream, remote_id).await),
             None => None,
@@ -144,10 +146,13 @@ impl Engine {
                 return Ok(());
             }
         };
-        if one_at_a_time.is_none() {
+        // The upstream's task this answer is about: the linked one going
+        // on, or a new one, which our task follows from now on (the caller
+        // talks to one task here, whatever the upstream does).
+        let new_upstream_task = link.as_ref().is_none_or(|(_, r)| *r != remote.id);
+        if new_upstream_task {
+            drop(one_at_a_time.take());
             one_at_a_time = Some(self.reading(&upstream, &remote.id).await);
-        }
-        if link.is_none() {
             // Only a push that waited out a start longer than any answer
             // can take has mirrored the new task on its own.
             let rid = remote.id.clone();
