@@ -518,9 +518,9 @@ impl Engine {
     /// `answer.id` there, with `along`; returns our id. A push about the new
     /// task waits for the start (see `Starts`), but not forever: one that
     /// waited out `START_WAIT` has been mirrored from a read newer than the
-    /// answer. Then the task is read again, so
-    /// the answer cannot turn that mirror back; if that read fails, the
-    /// answer is mirrored, and the next push or sweep corrects it.
+    /// answer. Then the task is read again, so the answer cannot turn that
+    /// mirror back; if that read fails, the answer is mirrored, and the
+    /// next push or sweep corrects it.
     async fn mirror_started(
         &self,
         peer_id: &str,
