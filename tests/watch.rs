@@ -821,6 +821,19 @@ fn config_behind(proxy: &Proxy, extra: &str) -> String {
     )
 }
 
+/// Us, serving one agent (`agent`: the keys of its `[[agents]]` entry) and
+/// watching the peer behind `proxy` as `bot`, sweeping every `sweep_secs`
+/// (0: never).
+fn watching_behind(proxy: &Proxy, sweep_secs: u64, agent: &str) -> String {
+    format!(
+        "[webhooks]\nsweep_secs = {sweep_secs}\n\n[[agents]]\n{agent}\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
+        proxy.base
+    )
+}
+
+/// A relay in front of `bot`.
+const RELAY: &str = "id = \"gate\"\nbackend = \"relay\"\nupstream = \"bot\"";
+
 async fn push(url: &str, token: &str, remote_id: &str) -> (StatusCode, Value) {
     let r = reqwest::Client::new()
         .post(url)
@@ -1078,11 +1091,7 @@ async fn a_push_that_overtakes_a_relays_first_answer_reaches_the_relays_task() {
     let proxy = Proxy::start().await;
     let peer = Server::start(Some(&proxy.pushing_peer_config()));
     proxy.to(&peer);
-    let config = format!(
-        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"gate\"\nbackend = \"relay\"\nupstream = \"bot\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
-        proxy.base
-    );
-    let local = Server::start(Some(&config));
+    let local = Server::start(Some(&watching_behind(&proxy, 0, RELAY)));
     let api = Api::new(&local);
     // The upstream's pushes about its new task come before its answer.
     proxy.delay_sends(&[1500]);
@@ -1115,11 +1124,7 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     let peer = Server::start(Some(&proxy.peer_config()));
     proxy.to(&peer);
     // Sweeping every second: a task left open would be read again each time.
-    let config = format!(
-        "[webhooks]\nsweep_secs = 1\n\n[[agents]]\nid = \"inbox\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
-        proxy.base
-    );
-    let local = Server::start(Some(&config));
+    let local = Server::start(Some(&watching_behind(&proxy, 1, "id = \"inbox\"")));
     let api = Api::new(&local);
     proxy.new_task_per_reply();
     let (id, _) = start_task(&api, "deploy the site").await;
@@ -1172,11 +1177,7 @@ async fn a_relay_goes_on_with_an_upstream_that_answers_each_message_with_a_new_t
     let proxy = Proxy::start().await;
     let peer = Server::start(Some(&proxy.peer_config()));
     proxy.to(&peer);
-    let config = format!(
-        "[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = \"gate\"\nbackend = \"relay\"\nupstream = \"bot\"\n\n[[peers]]\nid = \"bot\"\nurl = \"{}/a2a/bot\"\n",
-        proxy.base
-    );
-    let local = Server::start(Some(&config));
+    let local = Server::start(Some(&watching_behind(&proxy, 0, RELAY)));
     let api = Api::new(&local);
     proxy.new_task_per_reply();
     let c = local.client();

@@ -367,12 +367,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let store = Store::open(&path, Durability::Normal).unwrap();
-        let other = Connection::open(&path).unwrap();
-        let count = |conn: &Connection| -> Result<i64> {
-            Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
-        };
-        let add = |id: &str| {
+        // Another connection, writing while a read is under way.
+        let other = Arc::new(std::sync::Mutex::new(Connection::open(&path).unwrap()));
+        let add = move |id: &str| {
             other
+                .lock()
+                .unwrap()
                 .execute(
                     "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
                      VALUES (?1, 'api', '{}', 0, 0)",
@@ -380,50 +380,33 @@ mod tests {
                 )
                 .unwrap();
         };
+        let count = |conn: &Connection| -> Result<i64> {
+            Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
+        };
         // Point reads and pooled reads alike: what a read saw first, it
         // sees to its end, though another write commits in between.
-        let (before, after) = store
-            .read_point(|conn| {
-                let before = count(conn)?;
-                add("r1");
-                Ok((before, count(conn)?))
-            })
-            .unwrap();
-        assert_eq!((before, after), (0, 0));
-        let other = Arc::new(std::sync::Mutex::new(other));
-        let writer = other.clone();
-        let (before, after) = store
+        let seen = store.read_point(|conn| {
+            let before = count(conn)?;
+            add("r1");
+            Ok((before, count(conn)?))
+        });
+        assert_eq!(seen.unwrap(), (0, 0));
+        let (add_r2, count2) = (add.clone(), count);
+        let seen = store
             .read(move |conn| {
-                let before = count(conn)?;
-                writer
-                    .lock()
-                    .unwrap()
-                    .execute(
-                        "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
-                         VALUES ('r2', 'api', '{}', 0, 0)",
-                        [],
-                    )
-                    .unwrap();
-                Ok((before, count(conn)?))
+                let before = count2(conn)?;
+                add_r2("r2");
+                Ok((before, count2(conn)?))
             })
-            .await
-            .unwrap();
-        assert_eq!((before, after), (1, 1));
-        // The next read sees both, and a failed read leaves no snapshot.
+            .await;
+        assert_eq!(seen.unwrap(), (1, 1));
+        // A failed read leaves no snapshot behind: the next sees it all.
         let failed = store.read_point(|conn| {
             count(conn)?;
             Err::<(), _>(Error::Corrupt("a read that fails".into()))
         });
         assert!(failed.is_err());
-        other
-            .lock()
-            .unwrap()
-            .execute(
-                "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
-                 VALUES ('r3', 'api', '{}', 0, 0)",
-                [],
-            )
-            .unwrap();
+        add("r3");
         assert_eq!(store.read_point(count).unwrap(), 3);
     }
 
