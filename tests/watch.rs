@@ -1124,7 +1124,9 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     let peer = Server::start(Some(&proxy.peer_config()));
     proxy.to(&peer);
     // Sweeping every second: a task left open would be read again each time.
-    let local = Server::start(Some(&watching_behind(&proxy, 1, "id = \"inbox\"")));
+    let config = watching_behind(&proxy, 1, "id = \"inbox\"");
+    let dir = tempfile::tempdir().unwrap();
+    let mut local = Server::start_in(dir.path(), Some(&config), &[]);
     let api = Api::new(&local);
     proxy.new_task_per_reply();
     let (id, _) = start_task(&api, "deploy the site").await;
@@ -1170,6 +1172,35 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
         2,
         "the decision reached the peer once: {remote}"
     );
+    // Keeping one task, the finished continuation is archived with its
+    // link back; the task it continues (still asking, on its peer) stays.
+    local.terminate();
+    let config = format!("{config}\n[retention]\nmax_tasks = 1\ninterval_secs = 1\n");
+    let local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    let mut archived = Vec::new();
+    for _ in 0..100 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .args(["archive", "export", "--data-dir"])
+            .arg(&local.data_dir)
+            .output()
+            .unwrap();
+        archived = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        if !archived.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    assert_eq!(archived[0]["task"]["id"], next.as_str());
+    assert_eq!(archived[0]["continues"], id.as_str(), "{:?}", archived[0]);
+    let (status, _) = api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -121,6 +121,7 @@ pub fn record(conn: &Connection, id: &str, now_ms: i64) -> Result<Option<(i64, V
     let decisions = queue::decisions_of_task(conn, id)?;
     let (parent_hop, hops) = dispatch::links(conn, id)?;
     let push_configs = tasks::list_push_configs(conn, id, None, 1000)?;
+    let (continued_in, continues) = super::peers::continuation(conn, id)?;
     let state: TaskState = head.state;
     let rec = json!({
         "task": task,
@@ -139,6 +140,8 @@ pub fn record(conn: &Connection, id: &str, now_ms: i64) -> Result<Option<(i64, V
         "startedBy": parent_hop,
         "hops": hops,
         "pushConfigs": push_configs,
+        "continuedIn": continued_in,
+        "continues": continues,
     });
     Ok(Some((updated_ms, rec)))
 }
