@@ -102,9 +102,7 @@ async fn decide(api: &Api, id: &str, decision: Value) {
 
 async fn wait_for(api: &Api, task: &str, state: &str) -> Value {
     for _ in 0..300 {
-        let (_, d) = api
-            .call(reqwest::Method::GET, &format!("/tasks/{task}"), None)
-            .await;
+        let d = detail(api, task).await;
         if d["task"]["status"]["state"] == state {
             return d;
         }
@@ -129,7 +127,7 @@ async fn a_peer_task_is_parked_here_and_the_decision_resumes_it_once() {
     let id = body["task"]["id"].as_str().unwrap().to_owned();
     let detail = wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
     assert_eq!(detail["agentId"], "bot");
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
     assert_eq!(q["items"][0]["source"], "watched");
     assert_eq!(q["items"][0]["preview"], "deploy v2");
@@ -213,7 +211,7 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 0, "forged pushes park nothing");
     // Genuine (the token in the 1.0 header), twice: parked once.
     for header in ["A2A-Notification-Token", "X-A2A-Notification-Token"] {
@@ -226,7 +224,7 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
     }
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 1, "{q}");
     assert_eq!(q["items"][0]["preview"], "deploy the docs");
     // A 0.3-shaped push (the Task itself) for the same task changes nothing new.
@@ -238,7 +236,7 @@ async fn pushes_need_a_known_subscription_and_its_token_and_are_re_read_from_the
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 1);
     // Once its peer is removed, the subscription (read by every push
     // above) is gone too.
@@ -258,13 +256,10 @@ async fn a_task_first_seen_through_a_push_is_mirrored_as_it_stands_on_the_peer()
     for _ in 0..2 {
         let (status, _) = push(&url, &token, &remote_id).await;
         assert_eq!(status, StatusCode::OK);
-        let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+        let q = queue(&api).await;
         assert_eq!(q["total"], 1, "{q}");
         let id = q["items"][0]["taskId"].as_str().unwrap().to_owned();
-        let (_, detail) = api
-            .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-            .await;
-        seen.push(detail);
+        seen.push(detail(&api, &id).await);
     }
     // The peer's history, each message once and in its order, with the
     // status (and its question) as the peer has them.
@@ -327,7 +322,7 @@ async fn the_sweep_finds_what_a_lost_push_did_not_say() {
         .rpc_ok("bot", "CancelTask", json!({"id": remote_id}))
         .await;
     wait_for(&api, &id, "TASK_STATE_CANCELED").await;
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 0, "the turn closed: {q}");
 }
 
@@ -534,7 +529,7 @@ async fn a_question_asked_later_without_a_push_is_parked_by_the_sweep() {
         "{body}"
     );
     wait_for(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["items"][0]["taskId"], id.as_str());
 }
 
@@ -590,10 +585,8 @@ async fn a_second_question_asked_right_after_an_answer_is_parked_again() {
         decide(&api, &id, json!({"kind": "reply", "text": "staging"})).await;
         let mut asked = Value::Null;
         for _ in 0..300 {
-            let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
-            let (_, d) = api
-                .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-                .await;
+            let q = queue(&api).await;
+            let d = detail(&api, &id).await;
             let turns = d["turns"].as_array().unwrap();
             let open = turns.iter().filter(|t| t["closedMs"].is_null()).count();
             if q["total"] == 1 && turns.len() == 2 && open == 1 {
@@ -857,10 +850,26 @@ async fn reread_items(api: &Api) -> Vec<Value> {
         .collect()
 }
 
+/// Our detail of task `id` (`GET /api/tasks/{id}`).
+async fn detail(api: &Api, id: &str) -> Value {
+    let (status, d) = api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{d}");
+    d
+}
+
+/// The queue's first page (`GET /api/queue`).
+async fn queue(api: &Api) -> Value {
+    let (status, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    assert_eq!(status, StatusCode::OK, "{q}");
+    q
+}
+
 /// Waits (at most 15 s) for the queue to hold `n` tasks.
 async fn wait_for_queue(api: &Api, n: u64) -> Value {
     for _ in 0..300 {
-        let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+        let q = queue(api).await;
         if q["total"] == n {
             return q;
         }
@@ -900,7 +909,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
         item["lastError"].as_str().unwrap().contains("503"),
         "{item}"
     );
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 0, "nothing parked before the peer says so");
     // The process dies; the peer comes back; the restarted server re-reads.
     local.kill9();
@@ -916,7 +925,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
     let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
     let (status, body) = push(&url, &token, &remote_id).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 1, "{q}");
 }
 
@@ -1003,7 +1012,7 @@ async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
     );
     // While that answer is on its way, the question is answered on the peer
     // (by another tool), and the peer pushes again.
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 1, "{q}");
     let answered = peer
         .client()
@@ -1041,14 +1050,12 @@ async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
         items.iter().all(|i| i["status"] == "delivered"),
         "{items:?}"
     );
-    let (_, detail) = api
-        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-        .await;
+    let d = detail(&api, &id).await;
     assert_eq!(
-        detail["task"]["status"]["state"], "TASK_STATE_WORKING",
-        "the late input-required answer turned the mirror back: {detail}"
+        d["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "the late input-required answer turned the mirror back: {d}"
     );
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(
         q["total"], 0,
         "the answered question is not parked again: {q}"
@@ -1074,14 +1081,12 @@ async fn a_push_that_overtakes_the_answer_starting_its_task_is_not_turned_back()
     );
     // Nothing later turns it back: no sweep, no other push.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (_, d) = api
-        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-        .await;
+    let d = detail(&api, &id).await;
     assert_eq!(
         d["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
         "{d}"
     );
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 1, "{q}");
     assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
 }
@@ -1112,7 +1117,7 @@ async fn a_push_that_overtakes_a_relays_first_answer_reaches_the_relays_task() {
     );
     // One task waits for the person: the relay's, not a second copy of
     // the upstream's task made by its push.
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 1, "{q}");
     assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
     assert_eq!(q["items"][0]["agentId"], "gate", "{q}");
@@ -1134,9 +1139,7 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     decide(&api, &id, json!({"kind": "reply", "text": "staging"})).await;
     let mut next = String::new();
     for _ in 0..300 {
-        let (_, d) = api
-            .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-            .await;
+        let d = detail(&api, &id).await;
         if let Some(n) = d["continuedIn"].as_str() {
             next = n.to_owned();
             break;
@@ -1155,13 +1158,11 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     );
     // The old task stays as its peer has it, its question answered and
     // closed: nothing waits on the person, and nobody reads it again.
-    let (_, old) = api
-        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-        .await;
+    let old = detail(&api, &id).await;
     assert_eq!(old["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     assert!(old.get("openTurn").is_none(), "{old}");
     assert_eq!(old["turns"][0]["outcome"], "decided", "{old}");
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 0, "{q}");
     let reads = proxy.read();
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -1197,10 +1198,8 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     assert_eq!(archived.len(), 1, "{archived:?}");
     assert_eq!(archived[0]["task"]["id"], next.as_str());
     assert_eq!(archived[0]["continues"], id.as_str(), "{:?}", archived[0]);
-    let (status, _) = api
-        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    // The task it continues is still here.
+    detail(&api, &id).await;
 }
 
 #[tokio::test]
@@ -1234,7 +1233,7 @@ async fn a_relay_goes_on_with_an_upstream_that_answers_each_message_with_a_new_t
     );
     // The caller's task is the only one here: no copy of the upstream's
     // second task waits for the person.
-    let (_, q) = api.call(reqwest::Method::GET, "/queue", None).await;
+    let q = queue(&api).await;
     assert_eq!(q["total"], 0, "{q}");
     let (_, all) = api.call(reqwest::Method::GET, "/tasks", None).await;
     assert_eq!(all["items"].as_array().unwrap().len(), 1, "{all}");
