@@ -377,7 +377,7 @@ fn under_way(conn: &rusqlite::Connection, task_id: &str) -> Result<bool, crate::
     let Some(head) = tasks::head(conn, task_id)? else {
         return Ok(false);
     };
-    if head.state.is_terminal() || peers::continued(conn, task_id)? {
+    if head.state.is_terminal() || peers::continued_in(conn, task_id)?.is_some() {
         return Ok(false);
     }
     if !head.state.is_interrupted() {

@@ -263,25 +263,20 @@ pub fn continue_in(
 /// The task `task_id` goes on in (if a peer answered a decision on it with
 /// a new task), and the task it continues (if it is such a task).
 pub fn continuation(conn: &Connection, task_id: &str) -> Result<(Option<String>, Option<String>)> {
-    let continued_in = conn
-        .prepare_cached("SELECT continued_in FROM tasks WHERE id = ?1")?
-        .query_row([task_id], |r| r.get(0))
-        .optional()?
-        .flatten();
     let continues = conn
         .prepare_cached("SELECT id FROM tasks WHERE continued_in = ?1 LIMIT 1")?
         .query_row([task_id], |r| r.get(0))
         .optional()?;
-    Ok((continued_in, continues))
+    Ok((continued_in(conn, task_id)?, continues))
 }
 
-/// Whether task `task_id` goes on in another (see [`continue_in`]).
-pub fn continued(conn: &Connection, task_id: &str) -> Result<bool> {
+/// The task `task_id` goes on in, if any (see [`continue_in`]).
+pub fn continued_in(conn: &Connection, task_id: &str) -> Result<Option<String>> {
     Ok(conn
-        .prepare_cached("SELECT continued_in IS NOT NULL FROM tasks WHERE id = ?1")?
+        .prepare_cached("SELECT continued_in FROM tasks WHERE id = ?1")?
         .query_row([task_id], |r| r.get(0))
         .optional()?
-        .unwrap_or(false))
+        .flatten())
 }
 
 /// The peer and remote id of a watched task.
