@@ -1173,8 +1173,8 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
         2,
         "the decision reached the peer once: {remote}"
     );
-    // Keeping one task, the finished continuation is archived with its
-    // link back; the task it continues (still asking, on its peer) stays.
+    // Keeping one task, the old task goes first: done with here, though
+    // still asking on its peer, and archived with its link on.
     local.terminate();
     let config = format!("{config}\n[retention]\nmax_tasks = 1\ninterval_secs = 1\n");
     let local = Server::start_in(dir.path(), Some(&config), &[]);
@@ -1196,10 +1196,21 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(archived.len(), 1, "{archived:?}");
-    assert_eq!(archived[0]["task"]["id"], next.as_str());
-    assert_eq!(archived[0]["continues"], id.as_str(), "{:?}", archived[0]);
-    // The task it continues is still here.
-    detail(&api, &id).await;
+    assert_eq!(archived[0]["task"]["id"], id.as_str());
+    assert_eq!(archived[0]["state"], "input-required", "{:?}", archived[0]);
+    assert_eq!(
+        archived[0]["continuedIn"],
+        next.as_str(),
+        "{:?}",
+        archived[0]
+    );
+    // The task it went on in stays, with no link to a task that is gone.
+    let d = detail(&api, &next).await;
+    assert!(d.get("continues").is_none_or(Value::is_null), "{d}");
+    let (status, _) = api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await;
+    assert_eq!(status, 404);
 }
 
 #[tokio::test]

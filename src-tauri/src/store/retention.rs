@@ -2,10 +2,13 @@
 //! everything about one of them as one archive record, and their removal.
 //!
 //! A task may go only when nothing is still owed on it: it is in a terminal
-//! state and not parked, has no open turn, no decision waiting to be
-//! delivered, no pending outbox item (push, decision or chain hop) and no
-//! chain hop still gated or pending, as parent or child. The same condition
-//! is checked again in the transaction that deletes it.
+//! state and not parked, or went on in a new task (see
+//! [`super::peers::continue_in`]); it has no open turn, no decision waiting
+//! to be delivered, no pending outbox item (push, decision or chain hop) and
+//! no chain hop still gated or pending, as parent or child. A task another
+//! task went on in waits for that one to go first, so that no link points
+//! at a task that is gone. The same condition is checked again in the
+//! transaction that deletes it.
 
 use rusqlite::{Connection, params, params_from_iter};
 use serde_json::{Value, json};
@@ -17,7 +20,8 @@ use crate::a2a::types::{TaskState, format_timestamp};
 /// archived. Its first line is the condition of the partial index
 /// `tasks_by_time`, word for word, so that SQLite may walk that index.
 const ARCHIVABLE: &str = "
-    t.state BETWEEN 3 AND 7 AND t.state <> 6 AND t.parked = 0
+    (t.state BETWEEN 3 AND 7 AND t.state <> 6 AND t.parked = 0 OR t.continued_in IS NOT NULL)
+    AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.continued_in = t.id)
     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.task_id = t.id AND u.closed_ms IS NULL)
     AND NOT EXISTS (SELECT 1 FROM turns u JOIN decisions d ON d.turn_id = u.id
                     WHERE u.task_id = t.id AND d.delivery = 'pending')
@@ -186,4 +190,45 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
             .execute(params![id])?;
     }
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(c: &Connection, id: &str, state: i64, updated_ms: i64, continued_in: Option<&str>) {
+        c.execute(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, parked,
+                                created_ms, updated_ms, continued_in)
+             VALUES (?1, 'a', 'o', 'ctx', ?2, '{}', ?3, 1, ?4, ?5)",
+            params![id, state, matches!(state, 6 | 8), updated_ms, continued_in],
+        )
+        .unwrap();
+    }
+
+    /// A task its peer left asking but that went on in a new task is
+    /// archived like a finished one, and always before the task it went
+    /// on in, even when that one is older.
+    #[test]
+    fn a_continued_task_goes_and_goes_before_its_continuation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut c, &path).unwrap();
+        task(&c, "next", 3, 10, None);
+        task(&c, "asked", 6, 20, Some("next"));
+        task(&c, "waiting", 6, 5, None);
+        let ids = |c: &Connection| candidates(c, Some(100), 0, 10).unwrap();
+        assert_eq!(ids(&c), ["asked"]);
+        // Over the bound, the oldest first: still not the continuation.
+        assert_eq!(candidates(&c, None, 3, 10).unwrap(), ["asked"]);
+        // Asked in the other order, the deletion keeps the same rule.
+        let gone = delete(&c, &["next".to_owned(), "asked".to_owned()]).unwrap();
+        assert_eq!(gone, ["asked"]);
+        assert_eq!(ids(&c), ["next"]);
+        assert_eq!(delete(&c, &ids(&c)).unwrap(), ["next"]);
+        // A task asking, not continued, stays.
+        assert!(ids(&c).is_empty());
+        assert_eq!(task_count(&c).unwrap(), 1);
+    }
 }

@@ -239,6 +239,13 @@ const MIGRATIONS: &[Step] = &[
     // neither swept nor followed any more, and each shows the other.
     Sql("ALTER TABLE tasks ADD COLUMN continued_in TEXT;
     CREATE INDEX tasks_continuing ON tasks(continued_in) WHERE continued_in IS NOT NULL;"),
+    // 15: a task that went on in a new task is done with here, though its
+    // peer leaves it asking for ever, so retention archives it like a
+    // finished one (it stayed for ever before): it joins the index
+    // retention walks.
+    Sql("DROP INDEX tasks_by_time;
+    CREATE INDEX tasks_by_time ON tasks(updated_ms)
+        WHERE (state BETWEEN 3 AND 7 AND state <> 6 AND parked = 0 OR continued_in IS NOT NULL);"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
