@@ -17,19 +17,26 @@
 #
 #   bash tests/bench/callgrind.sh [send|send03|rest03|get|get03|card|queue|push] [BINARY]
 #
+# SYSTEM=rust or SYSTEM=floor counts the same for the Rust SDK's echo server
+# (in-memory) or the minimal durable server of the benchmark instead, in the
+# scenarios they share (send, get, card): the SDK targets as ratios that
+# the VM's speed does not move. (Only user-space instructions are counted:
+# the system calls, which both make alike, and the waits are not.)
+#
 # Rates on a shared VM move by 20% between runs; instruction counts move by
 # about 2% (how requests fall into commits and checkpoints), so they show
 # changes of a few percent that req/s cannot. To compare two builds, run
 # them alternately, twice each. The profile is left in $OUT (callgrind's
 # format: `callgrind_annotate --inclusive=yes $OUT | head -80`).
 #
-# Environment: REQUESTS (3000), CONNS (32), WARM (500), FILL (20000), OUT
-# (/tmp/countersign-callgrind.out). Installs valgrind with apt if missing.
+# Environment: SYSTEM (countersign), REQUESTS (3000), CONNS (32), WARM (500),
+# FILL (20000), OUT (/tmp/countersign-callgrind.out). Installs valgrind with apt if missing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 SCENARIO="${1:-send}"
 BIN="${2:-}"
+SYSTEM="${SYSTEM:-countersign}"
 REQUESTS="${REQUESTS:-3000}"
 CONNS="${CONNS:-32}"
 WARM="${WARM:-500}"
@@ -40,10 +47,21 @@ case "$SCENARIO" in send | send03 | rest03 | get | get03 | card | queue | push) 
     exit 2
     ;;
 esac
+case "$SYSTEM/$SCENARIO" in
+countersign/* | rust/send | rust/get | rust/card | floor/send | floor/get | floor/card) ;;
+*)
+    echo "SYSTEM=$SYSTEM: countersign, or rust or floor with send, get or card" >&2
+    exit 2
+    ;;
+esac
 if ! command -v valgrind >/dev/null; then
     apt-get update -qq && apt-get install -y -qq valgrind >/dev/null
 fi
-if [ -z "$BIN" ]; then
+if [ "$SYSTEM" != countersign ]; then
+    crate="$([ "$SYSTEM" = rust ] && echo rust-sdk-echo || echo durable-floor)"
+    CARGO_TARGET_DIR="$here/target" cargo build --quiet --release --manifest-path "$here/$crate/Cargo.toml"
+    BIN="$here/target/release/$crate"
+elif [ -z "$BIN" ]; then
     (cd "$root" && cargo build --quiet --release --no-default-features)
     BIN="$root/target/release/countersign"
 fi
@@ -76,6 +94,7 @@ if [ "$SCENARIO" = push ]; then
 fi
 port="$(free_port)"
 base="http://127.0.0.1:$port/a2a/inbox"
+if [ "$SYSTEM" != countersign ]; then base="http://127.0.0.1:$port"; fi
 card="$base/.well-known/agent-card.json"
 send='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"PREFIX-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
 send03='{"jsonrpc":"2.0","id":{n},"method":"message/send","params":{"message":{"kind":"message","messageId":"PREFIX-{n}","role":"user","parts":[{"kind":"text","text":"hello {n}"}]}}}'
@@ -96,8 +115,12 @@ if [ "$SCENARIO" = queue ]; then
     kill "$pid" && wait "$pid" || true
     pid=""
 fi
-valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no \
-    "$BIN" serve --data-dir "$work" --bind "127.0.0.1:$port" --config "$work/config.toml" \
+case "$SYSTEM" in
+countersign) server=("$BIN" serve --data-dir "$work" --bind "127.0.0.1:$port" --config "$work/config.toml") ;;
+rust) server=("$BIN" "$port") ;;
+floor) server=("$BIN" "$port" "$work/floor.db") ;;
+esac
+valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no "${server[@]}" \
     >"$work/serve.log" 2>&1 &
 pid=$!
 wait_card
@@ -126,7 +149,7 @@ load() { # load COUNT PREFIX
 }
 task="$(curl -sf "$base" -H 'A2A-Version: 1.0' -H 'content-type: application/json' \
     -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"first","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])')"
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print((r.get("task") or r)["id"])')"
 if [ "$SCENARIO" = push ]; then
     sub="$(curl -sf -X POST -H "Authorization: Bearer $(cat "$work/ui-token")" \
         "http://127.0.0.1:$port/api/peers/stub/subscriptions")"
@@ -146,5 +169,5 @@ nudge
 total="$(callgrind_annotate "$work/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
 cp "$work/cg.out.1" "$OUT"
 errors="$(tail -1 "$work/load.txt" | python3 -c 'import json,sys; print(json.load(sys.stdin)["errors"])')"
-echo "$SCENARIO: $((total / REQUESTS)) instructions per request ($REQUESTS requests, $errors errors, $total instructions)"
+echo "$([ "$SYSTEM" = countersign ] || echo "$SYSTEM ")$SCENARIO: $((total / REQUESTS)) instructions per request ($REQUESTS requests, $errors errors, $total instructions)"
 [ "$errors" = 0 ]
