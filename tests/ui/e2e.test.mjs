@@ -880,6 +880,21 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
     }
   });
 
+  test('a task that is not here (archived, or a stale link) says so and where archived tasks are; no Retry', async () => {
+    const page = await fresh();
+    const id = '01900000-0000-7000-8000-00000000dead';
+    ui.expectError(new RegExp(`^HTTP 404 GET .*/api/tasks/${id}$`));
+    await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), id);
+    const gone = page.getByTestId('task-gone');
+    await gone.waitFor();
+    const text = await gone.innerText();
+    assert.match(text, /not here any more/);
+    assert.match(text, /countersign archive export/);
+    assert.ok(text.includes(id), text);
+    assert.equal(await page.getByRole('button', { name: 'Retry' }).count(), 0);
+    await page.screenshot({ path: join(output, 'task-gone.png') });
+  });
+
   test('settings are saved by the server and the theme applies at once', async () => {
     const page = await fresh();
     // Once the window has read the settings, every further read is slow: the

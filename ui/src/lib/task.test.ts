@@ -17,6 +17,23 @@ function detail(id: string, parked = true) {
 }
 
 describe('task store', () => {
+  it('tells a task the server does not have from a read that failed', async () => {
+    let status = 500;
+    const m = new MockTransport().on('GET', '/api/tasks/t1', () => json(status, { error: { message: 'busy' } }));
+    const t = createTask(new Api(m));
+    await t.open('t1');
+    expect(get(t).error).toBe('busy');
+    expect(get(t).gone).toBe(false);
+    status = 404;
+    await t.reload();
+    expect(get(t).gone).toBe(true);
+    status = 200;
+    m.on('GET', '/api/tasks/t1', () => json(200, detail('t1')));
+    await t.reload();
+    expect(get(t).gone).toBe(false);
+    expect(get(t).error).toBeNull();
+  });
+
   it('opens a task and re-reads it when its events arrive', async () => {
     let reads = 0;
     const m = new MockTransport().on('GET', '/api/tasks/t1', () => {

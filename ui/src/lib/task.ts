@@ -3,13 +3,15 @@
  * on it (with "already decided" and delivery failures kept visible).
  */
 import { get, writable, type Readable } from 'svelte/store';
-import type { Api, ApiEvent, DecisionInput, DecisionResult, TaskDetail } from './api';
+import { ApiError, type Api, type ApiEvent, type DecisionInput, type DecisionResult, type TaskDetail } from './api';
 
 export interface TaskState {
   id: string | null;
   detail: TaskDetail | null;
   loading: boolean;
   error: string | null;
+  /** The server has no such task (archived, or never here): no retry helps. */
+  gone: boolean;
   /** The last decision attempt on this task, as the bar shows it. */
   result: DecisionResult | null;
   deciding: boolean;
@@ -35,6 +37,7 @@ const initial = (): TaskState => ({
   detail: null,
   loading: false,
   error: null,
+  gone: false,
   result: null,
   deciding: false,
   lastInput: null,
@@ -58,14 +61,15 @@ export function createTask(api: Api): TaskStore {
     // otherwise supersede the read of the one now open, which never lands.
     if (get(store).id !== id) return;
     const gen = ++generation;
-    if (!quiet) update((s) => ({ ...s, loading: true, error: null }));
+    if (!quiet) update((s) => ({ ...s, loading: true, error: null, gone: false }));
     try {
       const detail = await api.task(id);
       if (gen !== generation || get(store).id !== id) return;
-      update((s) => ({ ...s, detail, loading: false, error: null }));
+      update((s) => ({ ...s, detail, loading: false, error: null, gone: false }));
     } catch (e) {
       if (gen !== generation || get(store).id !== id) return;
-      update((s) => ({ ...s, loading: false, error: (e as Error).message }));
+      const gone = e instanceof ApiError && e.status === 404;
+      update((s) => ({ ...s, loading: false, error: (e as Error).message, gone }));
     }
   }
 
