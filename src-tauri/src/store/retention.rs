@@ -210,7 +210,7 @@ mod tests {
     /// archived like a finished one, and always before the task it went
     /// on in, even when that one is older.
     #[test]
-    fn a_continued_task_goes_and_goes_before_its_continuation() {
+    fn a_continued_task_is_archived_and_before_its_continuation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let mut c = Connection::open(&path).unwrap();
