@@ -103,6 +103,14 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
     }
     let gone = c.rpc_err("auto", "GetTask", json!({"id": done[0]})).await;
     assert_eq!(gone["code"], -32001);
+    // The CLI says where an archived task went.
+    let shown = cli(&s, &["show", done[0].as_str()]);
+    assert!(!shown.status.success());
+    let why = String::from_utf8_lossy(&shown.stderr);
+    assert!(
+        why.contains(done[0].as_str()) && why.contains("countersign archive export"),
+        "{why}"
+    );
     let kept = c.rpc_ok("auto", "GetTask", json!({"id": done[29]})).await;
     assert_eq!(kept["id"], done[29].as_str());
     let p = c.rpc_ok("inbox", "GetTask", json!({"id": parked})).await;

@@ -36,7 +36,12 @@ pub fn routes() -> Router<Shared> {
 fn query_error(e: QueryError) -> Response {
     match e {
         QueryError::Invalid(m) => api_error(StatusCode::BAD_REQUEST, m),
-        QueryError::NotFound(id) => api_error(StatusCode::NOT_FOUND, format!("no task `{id}`")),
+        QueryError::NotFound(id) => api_error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no task `{id}` here (a finished task retention archived is in `countersign archive export`)"
+            ),
+        ),
         QueryError::Store(e) => store_error(&e),
     }
 }
