@@ -7,7 +7,9 @@
 //! to be delivered, no pending outbox item (push, decision or chain hop) and
 //! no chain hop still gated or pending, as parent or child. A task another
 //! task went on in waits for that one to go first, so that no link points
-//! at a task that is gone. The same condition is checked again in the
+//! at a task that is gone; and a task that went on in a task still waiting
+//! for the person stays while it waits, so that the person answering sees
+//! what came before. The same condition is checked again in the
 //! transaction that deletes it.
 
 use rusqlite::{Connection, params, params_from_iter};
@@ -22,6 +24,8 @@ use crate::a2a::types::{TaskState, format_timestamp};
 const ARCHIVABLE: &str = "
     (t.state BETWEEN 3 AND 7 AND t.state <> 6 AND t.parked = 0 OR t.continued_in IS NOT NULL)
     AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.continued_in = t.id)
+    AND NOT EXISTS (SELECT 1 FROM tasks n WHERE n.id = t.continued_in
+                    AND n.parked = 1 AND n.continued_in IS NULL)
     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.task_id = t.id AND u.closed_ms IS NULL)
     AND NOT EXISTS (SELECT 1 FROM turns u JOIN decisions d ON d.turn_id = u.id
                     WHERE u.task_id = t.id AND d.delivery = 'pending')
@@ -230,5 +234,37 @@ mod tests {
         // A task asking, not continued, stays.
         assert!(ids(&c).is_empty());
         assert_eq!(task_count(&c).unwrap(), 1);
+    }
+
+    /// While the task it went on in waits for the person, a continued task
+    /// stays (the person answering reads what came before); once that one
+    /// is answered, or goes on in turn, it may go.
+    #[test]
+    fn a_continued_task_stays_while_its_continuation_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut c = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut c, &path).unwrap();
+        task(&c, "first", 6, 10, Some("second"));
+        task(&c, "second", 6, 20, None);
+        let ids = |c: &Connection| candidates(c, Some(100), 0, 10).unwrap();
+        assert!(ids(&c).is_empty());
+        assert!(candidates(&c, None, 2, 10).unwrap().is_empty());
+        // The second goes on in a third, which waits in its turn.
+        task(&c, "third", 6, 30, None);
+        c.execute(
+            "UPDATE tasks SET continued_in = 'third' WHERE id = 'second'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(ids(&c), ["first"]);
+        assert_eq!(delete(&c, &ids(&c)).unwrap(), ["first"]);
+        assert!(ids(&c).is_empty(), "the second stays while the third waits");
+        c.execute(
+            "UPDATE tasks SET state = 3, parked = 0 WHERE id = 'third'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(ids(&c), ["second"]);
     }
 }
