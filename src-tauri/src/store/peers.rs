@@ -513,13 +513,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn db() -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut c = Connection::open(&path).unwrap();
-        super::super::schema::migrate(&mut c, &path).unwrap();
-        (dir, c)
-    }
+    use super::super::schema::migrated;
 
     fn peer_rec(url: &str) -> PeerRecord {
         PeerRecord {
@@ -546,7 +540,7 @@ mod tests {
 
     #[test]
     fn pins_on_first_use_records_a_change_once_and_trust_requeues_what_it_held() {
-        let (_d, c) = db();
+        let (_d, c) = migrated();
         put_peer(&c, &peer_rec("http://127.0.0.1:1/a")).unwrap();
         let v1 = json!({"identity": {"name": "A"}, "skills": ["x"], "auth": [], "key": "k1"});
         let v2 = json!({"identity": {"name": "A"}, "skills": ["x", "y"], "auth": [], "key": "k2"});

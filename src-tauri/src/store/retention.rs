@@ -198,6 +198,7 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::schema::migrated;
     use super::*;
 
     fn task(c: &Connection, id: &str, state: i64, updated_ms: i64, continued_in: Option<&str>) {
@@ -215,10 +216,7 @@ mod tests {
     /// on in, even when that one is older.
     #[test]
     fn a_continued_task_is_archived_and_before_its_continuation() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut c = Connection::open(&path).unwrap();
-        super::super::schema::migrate(&mut c, &path).unwrap();
+        let (_dir, c) = migrated();
         task(&c, "next", 3, 10, None);
         task(&c, "asked", 6, 20, Some("next"));
         task(&c, "waiting", 6, 5, None);
@@ -241,10 +239,7 @@ mod tests {
     /// is answered, or goes on in turn, it may go.
     #[test]
     fn a_continued_task_stays_while_its_continuation_waits() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut c = Connection::open(&path).unwrap();
-        super::super::schema::migrate(&mut c, &path).unwrap();
+        let (_dir, c) = migrated();
         task(&c, "first", 6, 10, Some("second"));
         task(&c, "second", 6, 20, None);
         let ids = |c: &Connection| candidates(c, Some(100), 0, 10).unwrap();

@@ -286,6 +286,17 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A database file with every migration applied, for tests (it lives as
+/// long as the returned directory).
+#[cfg(test)]
+pub(super) fn migrated() -> (tempfile::TempDir, Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let mut conn = Connection::open(&path).unwrap();
+    migrate(&mut conn, &path).unwrap();
+    (dir, conn)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

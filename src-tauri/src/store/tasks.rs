@@ -728,15 +728,7 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    /// A database file with every migration applied (it lives as long as
-    /// the returned directory).
-    fn migrated() -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let mut conn = Connection::open(&path).unwrap();
-        super::super::schema::migrate(&mut conn, &path).unwrap();
-        (dir, conn)
-    }
+    use super::super::schema::migrated;
 
     /// A task's stored JSON, written as is, is the text its parsed form
     /// writes: for every history length and with or without artifacts.
