@@ -1152,6 +1152,7 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     );
     let d = wait_for(&api, &next, "TASK_STATE_COMPLETED").await;
     assert_eq!(d["continues"], id.as_str(), "{d}");
+    assert!(d.get("continuesArchived").is_none(), "{d}");
     assert_eq!(
         d["task"]["status"]["message"]["parts"][0]["text"],
         "Deploying now"
@@ -1205,8 +1206,8 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
         archived[0]
     );
     // Its rows go once its record is safe in the archive (the same pass,
-    // just after); the task it went on in stays, with no link to a task
-    // that is gone.
+    // just after); the task it went on in stays, and still names it, as
+    // archived.
     let mut status = reqwest::StatusCode::OK;
     for _ in 0..100 {
         (status, _) = api
@@ -1219,7 +1220,20 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     }
     assert_eq!(status, 404);
     let d = detail(&api, &next).await;
-    assert!(d.get("continues").is_none_or(Value::is_null), "{d}");
+    assert_eq!(d["continues"], id.as_str(), "{d}");
+    assert_eq!(d["continuesArchived"], true, "{d}");
+    let shown = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["show", &next, "--data-dir"])
+        .arg(&local.data_dir)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!(
+            "continues    {id} (archived: `countersign archive export`)"
+        )),
+        "{shown}"
+    );
 }
 
 #[tokio::test]

@@ -130,6 +130,9 @@ pub struct TaskDetailView {
     /// The task this one continues.
     #[serde(default)]
     pub continues: Option<String>,
+    /// Whether that task has been archived.
+    #[serde(default)]
+    pub continues_archived: bool,
 }
 
 /// How long ago `ms` was, compactly: `12s`, `3m`, `2h`, `5d`.
@@ -450,8 +453,13 @@ pub fn show(detail: &TaskDetailView, now: i64) -> String {
             t.id
         );
     }
-    if let Some(next) = &detail.continues {
-        let _ = writeln!(out, "continues    {}", clean(next, false));
+    if let Some(previous) = &detail.continues {
+        let archived = if detail.continues_archived {
+            " (archived: `countersign archive export`)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "continues    {}{archived}", clean(previous, false));
     }
     if let Some(next) = &detail.continued_in {
         let _ = writeln!(
@@ -711,5 +719,22 @@ mod tests {
         ] {
             assert!(out.contains(want), "missing {want:?} in:\n{out}");
         }
+    }
+
+    /// A continued task whose predecessor was archived says where it went.
+    #[test]
+    fn show_names_the_archive_for_an_archived_predecessor() {
+        let detail: TaskDetailView = serde_json::from_value(serde_json::json!({
+            "task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}},
+            "agentId": "inbox",
+            "continues": "t0",
+            "continuesArchived": true
+        }))
+        .unwrap();
+        let out = show(&detail, 0);
+        assert!(
+            out.contains("continues    t0 (archived: `countersign archive export`)\n"),
+            "{out}"
+        );
     }
 }

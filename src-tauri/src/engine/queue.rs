@@ -102,6 +102,10 @@ pub struct TaskDetail {
     /// The task this one continues (see `continued_in`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub continues: Option<String>,
+    /// Whether the task this one continues has been archived (its link
+    /// leads to the archive, not to a task here).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub continues_archived: bool,
 }
 
 /// A task's place in chains.
@@ -316,7 +320,7 @@ impl Engine {
                 Ok(Some((head, task, turns, decisions, links, continuation)))
             })
             .await?;
-        let (head, task, turns, decisions, (parent, children), (continued_in, continues)) =
+        let (head, task, turns, decisions, (parent, children), continuation) =
             found.ok_or_else(|| QueryError::NotFound(task_id.to_owned()))?;
         let link = |h: crate::store::dispatch::Hop, other: Option<String>| ChainLink {
             hop_id: h.id,
@@ -348,8 +352,9 @@ impl Engine {
             decisions,
             open_turn,
             chain,
-            continued_in,
-            continues,
+            continued_in: continuation.continued_in,
+            continues: continuation.continues,
+            continues_archived: continuation.continues_archived,
         })
     }
 

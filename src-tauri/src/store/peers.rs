@@ -257,17 +257,43 @@ pub fn continue_in(
     }
     conn.prepare_cached("UPDATE tasks SET continued_in = ?2 WHERE id = ?1")?
         .execute(params![task_id, next_id])?;
+    // The first task it continues stays its link (a peer that answered two
+    // questions with one task is not expected, but would not move it).
+    conn.prepare_cached("UPDATE tasks SET continues = COALESCE(continues, ?2) WHERE id = ?1")?
+        .execute(params![next_id, task_id])?;
     super::queue::close_answered_turn(conn, &task_id, now_ms)
 }
 
-/// The task `task_id` goes on in (if a peer answered a decision on it with
-/// a new task), and the task it continues (if it is such a task).
-pub fn continuation(conn: &Connection, task_id: &str) -> Result<(Option<String>, Option<String>)> {
-    let continues = conn
-        .prepare_cached("SELECT id FROM tasks WHERE continued_in = ?1 LIMIT 1")?
-        .query_row([task_id], |r| r.get(0))
-        .optional()?;
-    Ok((continued_in(conn, task_id)?, continues))
+/// Where a task stands in a continuation (see [`continue_in`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Continuation {
+    /// The task it goes on in, if a peer answered a decision on it with a
+    /// new task.
+    pub continued_in: Option<String>,
+    /// The task it continues, if it is such a task: kept after that task
+    /// is archived.
+    pub continues: Option<String>,
+    /// Whether the task it continues has been archived (is no longer here).
+    pub continues_archived: bool,
+}
+
+/// The continuation links of `task_id` (all empty for a task not here).
+pub fn continuation(conn: &Connection, task_id: &str) -> Result<Continuation> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT t.continued_in, t.continues,
+                    t.continues IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tasks o WHERE o.id = t.continues)
+             FROM tasks t WHERE t.id = ?1",
+        )?
+        .query_row([task_id], |r| {
+            Ok(Continuation {
+                continued_in: r.get(0)?,
+                continues: r.get(1)?,
+                continues_archived: r.get(2)?,
+            })
+        })
+        .optional()?
+        .unwrap_or_default())
 }
 
 /// The task `task_id` goes on in, if any (see [`continue_in`]).
@@ -586,5 +612,37 @@ mod tests {
         // A new URL (the person edited the peer) starts over: no pin.
         put_peer(&c, &peer_rec("http://127.0.0.1:2/b")).unwrap();
         assert_eq!(peer(&c, "p").unwrap().unwrap().pin, None);
+    }
+
+    /// Each task of a continuation links to the other, and the new task
+    /// keeps its link to the old one once that one is archived.
+    #[test]
+    fn a_continuation_links_both_ways_and_outlives_the_old_task() {
+        let (_d, c) = migrated();
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, parked,
+                                created_ms, updated_ms, peer_id, remote_id)
+             VALUES ('old', 'a', 'o', 'ctx', 6, '{}', 1, 1, 1, 'p', 'r-old'),
+                    ('new', 'a', 'o', 'ctx', 6, '{}', 1, 2, 2, 'p', 'r-new'),
+                    ('other', 'a', 'o', 'ctx', 6, '{}', 1, 3, 3, 'p', 'r-other');",
+        )
+        .unwrap();
+        continue_in(&c, "p", "r-old", "new", 5).unwrap();
+        // A second task answered with the same one does not move its link.
+        continue_in(&c, "p", "r-other", "new", 6).unwrap();
+        let old = continuation(&c, "old").unwrap();
+        assert_eq!(old.continued_in.as_deref(), Some("new"));
+        assert_eq!((old.continues, old.continues_archived), (None, false));
+        let new = continuation(&c, "new").unwrap();
+        assert_eq!(new.continues.as_deref(), Some("old"));
+        assert!(!new.continues_archived);
+        assert_eq!(new.continued_in, None);
+
+        c.execute("DELETE FROM tasks WHERE id = 'old'", []).unwrap();
+        let new = continuation(&c, "new").unwrap();
+        assert_eq!(new.continues.as_deref(), Some("old"));
+        assert!(new.continues_archived);
+        // A task not here has no links.
+        assert_eq!(continuation(&c, "old").unwrap(), Continuation::default());
     }
 }

@@ -129,7 +129,11 @@ pub fn record(conn: &Connection, id: &str, now_ms: i64) -> Result<Option<(i64, V
     let decisions = queue::decisions_of_task(conn, id)?;
     let (parent_hop, hops) = dispatch::links(conn, id)?;
     let push_configs = tasks::list_push_configs(conn, id, None, 1000)?;
-    let (continued_in, continues) = super::peers::continuation(conn, id)?;
+    let super::peers::Continuation {
+        continued_in,
+        continues,
+        ..
+    } = super::peers::continuation(conn, id)?;
     let state: TaskState = head.state;
     let rec = json!({
         "task": task,

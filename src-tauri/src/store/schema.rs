@@ -246,6 +246,13 @@ const MIGRATIONS: &[Step] = &[
     Sql("DROP INDEX tasks_by_time;
     CREATE INDEX tasks_by_time ON tasks(updated_ms)
         WHERE (state BETWEEN 3 AND 7 AND state <> 6 AND parked = 0 OR continued_in IS NOT NULL);"),
+    // 16: the task a peer answered with keeps the id of the task it
+    // continues on its own row, so the link survives that task's archiving
+    // (it was read from the old task's row, and went with it).
+    Sql("ALTER TABLE tasks ADD COLUMN continues TEXT;
+    UPDATE tasks SET continues =
+        (SELECT o.id FROM tasks o WHERE o.continued_in = tasks.id ORDER BY o.updated_ms, o.id LIMIT 1)
+        WHERE id IN (SELECT continued_in FROM tasks WHERE continued_in IS NOT NULL);"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
@@ -415,6 +422,32 @@ mod tests {
             let read = super::super::queue::turn(&c, id).unwrap().unwrap().preview;
             assert_eq!(&read, plain, "{stored:?}");
         }
+    }
+
+    /// Migration 16 gives each task a peer answered with the id of the
+    /// task it continues, read from that task's `continued_in`.
+    #[test]
+    fn continuations_keep_their_link_on_their_own_row() {
+        let (_dir, path, mut c) = at_version(15);
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms,
+                                updated_ms, continued_in)
+                 VALUES ('old', 'a', 'o', 'c', 6, '{}', 1, 1, 'new'),
+                        ('new', 'a', 'o', 'c', 6, '{}', 2, 2, NULL),
+                        ('alone', 'a', 'o', 'c', 3, '{}', 3, 3, NULL);",
+        )
+        .unwrap();
+        migrate(&mut c, &path).unwrap();
+        let continues: Vec<(String, Option<String>)> = c
+            .prepare("SELECT id, continues FROM tasks ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let want = [("alone", None), ("new", Some("old")), ("old", None)]
+            .map(|(id, c)| (id.to_owned(), c.map(str::to_owned)));
+        assert_eq!(continues, want);
     }
 
     /// The plan SQLite picks for `sql` (bound to dummy values), one step a
