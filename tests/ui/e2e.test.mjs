@@ -799,10 +799,14 @@ describe('the approval UI', () => {
     assert.match(await page.getByTestId('chain-links').innerText(), /rule notify-ci · dropped/);
   });
 
-  test('a peer that answers a decision with a new task: each task links to the other', async () => {
-    // A peer that starts a task for every message (as FastA2A does): a
-    // proxy in front of a second server drops the decision's taskId, so
-    // the peer answers it with a new task in the same context.
+  /**
+   * A peer that starts a task for every message (as FastA2A does): a proxy
+   * in front of a second server drops the decision's taskId, so the peer
+   * answers it with a new task in the same context. `continued(local)`
+   * has `local` ask the peer, answer its question, and wait for the new
+   * task to complete; it returns both ids.
+   */
+  async function fastPeer() {
     let upstream;
     const proxy = createServer((req, res) => {
       const chunks = [];
@@ -847,20 +851,34 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
     );
     const peerServer = await startServer({ config });
     upstream = peerServer.base;
+    return {
+      async continued(local) {
+        const added = await api(local, '/api/peers', { method: 'POST', body: JSON.stringify({ id: 'release', url: `${proxyBase}/a2a/fast` }) });
+        assert.equal(added.status, 201, JSON.stringify(added.body));
+        const started = await api(local, '/api/peers/release/tasks', { method: 'POST', body: JSON.stringify({ text: 'Ship 2.4?' }) });
+        assert.equal(started.status, 201, JSON.stringify(started.body));
+        const first = started.body.task.id;
+        await until(async () => (await api(local, `/api/tasks/${first}`)).body.openTurn, 'the question to be parked');
+        const decided = await api(local, `/api/tasks/${first}/decision`, { method: 'POST', body: JSON.stringify({ kind: 'reply', text: 'eu-west' }) });
+        assert.equal(decided.status, 200, JSON.stringify(decided.body));
+        const next = await until(async () => (await api(local, `/api/tasks/${first}`)).body.continuedIn, 'the continuation');
+        await until(
+          async () => (await api(local, `/api/tasks/${next}`)).body.task.status.state === 'TASK_STATE_COMPLETED',
+          'the new task to complete',
+        );
+        return { first, next };
+      },
+      async stop() {
+        await peerServer.stop();
+        await new Promise((r) => proxy.close(r));
+      },
+    };
+  }
+
+  test('a peer that answers a decision with a new task: each task links to the other', async () => {
+    const peer = await fastPeer();
     try {
-      const added = await api(server, '/api/peers', { method: 'POST', body: JSON.stringify({ id: 'release', url: `${proxyBase}/a2a/fast` }) });
-      assert.equal(added.status, 201, JSON.stringify(added.body));
-      const started = await api(server, '/api/peers/release/tasks', { method: 'POST', body: JSON.stringify({ text: 'Ship 2.4?' }) });
-      assert.equal(started.status, 201, JSON.stringify(started.body));
-      const first = started.body.task.id;
-      await until(async () => (await api(server, `/api/tasks/${first}`)).body.openTurn, 'the question to be parked');
-      const decided = await api(server, `/api/tasks/${first}/decision`, { method: 'POST', body: JSON.stringify({ kind: 'reply', text: 'eu-west' }) });
-      assert.equal(decided.status, 200, JSON.stringify(decided.body));
-      const next = await until(async () => (await api(server, `/api/tasks/${first}`)).body.continuedIn, 'the continuation');
-      await until(
-        async () => (await api(server, `/api/tasks/${next}`)).body.task.status.state === 'TASK_STATE_COMPLETED',
-        'the new task to complete',
-      );
+      const { first, next } = await peer.continued(server);
 
       const page = await fresh();
       await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), first);
@@ -875,8 +893,39 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
       assert.match(await page.getByTestId('continuation').innerText(), new RegExp(`from\\s+${first}`));
       await page.screenshot({ path: join(output, 'continuation.png') });
     } finally {
-      await peerServer.stop();
-      await new Promise((r) => proxy.close(r));
+      await peer.stop();
+    }
+  });
+
+  test('once retention archives the task a continuation came from, it is named as archived, not linked', async () => {
+    const peer = await fastPeer();
+    // A server of its own, bounded to one task: on its next start,
+    // retention archives the continued task and keeps the new one.
+    const dir = mkdtempSync(join(tmpdir(), 'countersign-ui-bounded-'));
+    const config = join(dir, 'bounded.toml');
+    writeFileSync(config, '[outbound]\nallow = ["127.0.0.1"]\n\n[retention]\nmax_tasks = 1\n');
+    let local = await startServer({ config, dataDir: join(dir, 'data') });
+    try {
+      const { first, next } = await peer.continued(local);
+      await local.stop({ keepData: true });
+      local = await startServer({ config, dataDir: local.dataDir, removeOnStop: true });
+      await until(async () => (await api(local, `/api/tasks/${first}`)).status === 404, 'the first task to be archived');
+
+      await ui?.close();
+      ui = await openPage(browser, local.uiUrl);
+      const page = ui.page;
+      await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), next);
+      const links = page.getByTestId('continuation');
+      await links.waitFor();
+      const text = await links.innerText();
+      assert.match(text, new RegExp(`from\\s+${first}\\s+its peer answered the decision with this task; retention has archived that one`));
+      assert.match(text, /countersign archive export/);
+      assert.equal(await page.getByTestId('continues-archived').innerText(), first);
+      assert.equal(await links.getByRole('button').count(), 0, 'no link to a task that is not here');
+      await page.screenshot({ path: join(output, 'continuation-archived.png') });
+    } finally {
+      await local.stop();
+      await peer.stop();
     }
   });
 

@@ -419,6 +419,8 @@ export interface TaskDetail {
   continuedIn?: string;
   /** The task this one continues (see `continuedIn`). */
   continues?: string;
+  /** Set when the task this one continues has been archived (no longer here). */
+  continuesArchived?: boolean;
 }
 
 export interface AttachedFile {
