@@ -222,6 +222,84 @@ async fn without_a_running_instance_the_cli_says_so() {
     }
 }
 
+/// The ids in the first column of a CLI table (its header and notes left out).
+fn listed(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with(['(', '*']))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+#[tokio::test]
+async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
+    let s = Server::start(Some(
+        "[[agents]]\nid = \"inbox\"\n[[agents]]\nid = \"ops\"\n",
+    ));
+    let c = s.client();
+    let dir = s.data_dir.as_path();
+    let park_at = async |agent: &str, mid: &str, text: &str| {
+        let r = c.send_text(agent, mid, text).await;
+        assert_eq!(state(&r["task"]), "TASK_STATE_INPUT_REQUIRED", "{r}");
+        r["task"]["id"].as_str().unwrap().to_owned()
+    };
+    let invoice = park_at("inbox", "m-f1", "Pay the invoice from Acme?").await;
+    let deploy = park_at("ops", "m-f2", "Deploy v2 to production?").await;
+    let restart = park_at("ops", "m-f3", "Restart the invoice service?").await;
+
+    let parked = |args: &'static [&'static str]| {
+        let mut all = vec!["tasks", "--parked"];
+        all.extend_from_slice(args);
+        all
+    };
+    let out = cs_ok(dir, &parked(&["--agent", "ops"])).await;
+    assert_eq!(listed(&out), [deploy.as_str(), restart.as_str()], "{out}");
+    let out = cs_ok(dir, &parked(&["--search", "invoi"])).await;
+    assert_eq!(listed(&out), [invoice.as_str(), restart.as_str()], "{out}");
+    let out = cs_ok(dir, &parked(&["--agent", "ops", "--search", "invoice"])).await;
+    assert_eq!(listed(&out), [restart.as_str()], "{out}");
+    let out = cs_ok(dir, &parked(&["--state", "auth-required"])).await;
+    assert_eq!(out, "no task waiting for a decision matches\n");
+    let out = cs_ok(dir, &parked(&["--state", "input-required", "--limit", "1"])).await;
+    assert_eq!(listed(&out), [invoice.as_str()], "{out}");
+    assert!(
+        out.contains("(1 of 3 shown; --limit N lists up to 500)"),
+        "{out}"
+    );
+    let out = cs_ok(dir, &["tasks", "--limit", "2"]).await;
+    assert_eq!(listed(&out), [restart.as_str(), deploy.as_str()], "{out}");
+    assert!(out.contains("(older tasks not shown"), "{out}");
+    let page: Value =
+        serde_json::from_str(&cs_ok(dir, &parked(&["--agent", "inbox", "--json"])).await).unwrap();
+    assert_eq!(page["total"], 1, "{page}");
+
+    cs_ok(dir, &["approve", &invoice]).await;
+    cs_ok(dir, &["reject", &deploy, "--reason", "not on a Friday"]).await;
+    cs_ok(dir, &["approve", &restart, "--comment", "quietly"]).await;
+    let out = cs_ok(dir, &["history", "--agent", "ops"]).await;
+    assert_eq!(listed(&out), [restart.as_str(), deploy.as_str()], "{out}");
+    let out = cs_ok(dir, &["history", "--search", "friday"]).await;
+    assert_eq!(listed(&out), [deploy.as_str()], "{out}");
+    let out = cs_ok(dir, &["history", "--search", "nothing-like-it"]).await;
+    assert_eq!(out, "no decision matches\n");
+    let out = cs_ok(dir, &["history", "--limit", "1"]).await;
+    assert_eq!(listed(&out), [restart.as_str()], "{out}");
+    assert!(out.contains("(older decisions not shown"), "{out}");
+
+    // Usage errors, before anything is asked of the server.
+    for args in [
+        &["tasks", "--agent", "ops"][..],
+        &["tasks", "--limit", "0"],
+        &["tasks", "--limit", "501"],
+        &["history", "--limit", "many"],
+        &["tasks", "--parked", "--state", "working"],
+    ] {
+        let r = cs(dir, args).await;
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+    }
+}
+
 #[tokio::test]
 async fn history_lists_the_decisions_taken() {
     let s = Server::start(None);

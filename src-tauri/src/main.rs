@@ -234,11 +234,33 @@ struct TasksArgs {
     /// Only the tasks waiting for a decision.
     #[arg(long)]
     parked: bool,
+    /// Only the parked tasks of this agent.
+    #[arg(long, value_name = "AGENT", requires = "parked")]
+    agent: Option<String>,
+    /// Only the parked tasks in this state.
+    #[arg(long, value_name = "STATE", requires = "parked")]
+    state: Option<cli::ParkedState>,
+    /// Only the parked tasks whose request or answers hold every word (the
+    /// last may be the start of one).
+    #[arg(long, value_name = "WORDS", requires = "parked")]
+    search: Option<String>,
+    /// How many to list (at most 500; default 50).
+    #[arg(long, value_name = "N", value_parser = page_limit)]
+    limit: Option<usize>,
     /// Print the API's JSON.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     instance: InstanceArgs,
+}
+
+/// A `--limit` the server accepts: 1 to its largest page.
+fn page_limit(s: &str) -> Result<usize, String> {
+    let max = countersign::engine::queue::MAX_PAGE;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("a number from 1 to {max}")),
+    }
 }
 
 #[derive(clap::Args)]
@@ -292,6 +314,16 @@ struct RejectArgs {
 
 #[derive(clap::Args)]
 struct HistoryArgs {
+    /// Only the decisions on this agent's tasks.
+    #[arg(long, value_name = "AGENT")]
+    agent: Option<String>,
+    /// Only the decisions whose request or answer holds every word (the
+    /// last may be the start of one).
+    #[arg(long, value_name = "WORDS")]
+    search: Option<String>,
+    /// How many to list (at most 500; default 50).
+    #[arg(long, value_name = "N", value_parser = page_limit)]
+    limit: Option<usize>,
     /// Print the API's JSON.
     #[arg(long)]
     json: bool,
@@ -480,7 +512,13 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => run_serve(args),
         Some(Command::Tasks(a)) => {
             return run_client(a.instance, async move |dir| {
-                cli::tasks(&dir, a.parked, a.json).await
+                let filter = cli::Filter {
+                    agent: a.agent,
+                    state: a.state,
+                    search: a.search,
+                    limit: a.limit,
+                };
+                cli::tasks(&dir, a.parked, &filter, a.json).await
             });
         }
         Some(Command::Show(a)) => {
@@ -505,7 +543,13 @@ fn main() -> ExitCode {
         }
         Some(Command::History(a)) => {
             return run_client(a.instance, async move |dir| {
-                cli::history(&dir, a.json).await
+                let filter = cli::Filter {
+                    agent: a.agent,
+                    state: None,
+                    search: a.search,
+                    limit: a.limit,
+                };
+                cli::history(&dir, &filter, a.json).await
             });
         }
         Some(Command::Peers(p)) => return run_peers(p.command),

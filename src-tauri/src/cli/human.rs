@@ -199,7 +199,10 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 const PREVIEW: usize = 60;
 
 /// The parked tasks (`GET /api/queue`).
-pub fn queue(items: &[TurnView], total: i64, now: i64) -> String {
+pub fn queue(items: &[TurnView], total: i64, filtered: bool, now: i64) -> String {
+    if items.is_empty() && filtered {
+        return "no task waiting for a decision matches\n".into();
+    }
     if items.is_empty() {
         return "no task is waiting for a decision\n".into();
     }
@@ -217,7 +220,11 @@ pub fn queue(items: &[TurnView], total: i64, now: i64) -> String {
         .collect();
     let mut out = table(&["ID", "AGENT", "STATE", "AGE", "REQUEST"], &rows);
     if total > items.len() as i64 {
-        let _ = writeln!(out, "({} of {total} shown)", items.len());
+        let _ = writeln!(
+            out,
+            "({} of {total} shown; --limit N lists up to 500)",
+            items.len()
+        );
     }
     out
 }
@@ -249,13 +256,16 @@ pub fn tasks(items: &[TaskRow], more: bool, now: i64) -> String {
         out.push_str("* waiting for a decision\n");
     }
     if more {
-        out.push_str("(older tasks not shown)\n");
+        out.push_str("(older tasks not shown; --limit N lists up to 500)\n");
     }
     out
 }
 
 /// Decisions, newest first (`GET /api/history`).
-pub fn history(items: &[HistoryRow], more: bool, now: i64) -> String {
+pub fn history(items: &[HistoryRow], more: bool, filtered: bool, now: i64) -> String {
+    if items.is_empty() && filtered {
+        return "no decision matches\n".into();
+    }
     if items.is_empty() {
         return "no decisions yet\n".into();
     }
@@ -278,7 +288,7 @@ pub fn history(items: &[HistoryRow], more: bool, now: i64) -> String {
         .collect();
     let mut out = table(&["ID", "AGENT", "DECISION", "AGE", "REQUEST"], &rows);
     if more {
-        out.push_str("(older decisions not shown)\n");
+        out.push_str("(older decisions not shown; --limit N lists up to 500)\n");
     }
     out
 }

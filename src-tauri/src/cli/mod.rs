@@ -116,21 +116,75 @@ fn unreadable(what: &str, e: serde_json::Error) -> CliError {
     CliError::Server(format!("cannot read the {what} the instance sent: {e}"))
 }
 
-/// `countersign tasks [--parked]`: recent tasks, or those waiting for a
-/// decision.
-pub async fn tasks(data_dir: &Path, parked: bool, json: bool) -> Result<Output, CliError> {
+/// A state a parked task waits in (`tasks --parked --state`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ParkedState {
+    /// Waiting for an answer or an approval.
+    InputRequired,
+    /// Waiting for the person to sign in somewhere.
+    AuthRequired,
+}
+
+/// What `tasks` and `history` narrow their list to.
+#[derive(Debug, Default)]
+pub struct Filter {
+    pub agent: Option<String>,
+    pub state: Option<ParkedState>,
+    pub search: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl Filter {
+    /// The query of the UI API's list endpoints.
+    fn query(&self) -> Vec<(&'static str, String)> {
+        let state = self.state.map(|s| match s {
+            ParkedState::InputRequired => "input-required".to_owned(),
+            ParkedState::AuthRequired => "auth-required".to_owned(),
+        });
+        [
+            ("agent", self.agent.clone()),
+            ("state", state),
+            ("q", self.search.clone()),
+            ("limit", self.limit.map(|n| n.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
+    }
+
+    /// Whether anything narrows the list (so an empty one says "matches").
+    fn narrows(&self) -> bool {
+        self.agent.is_some() || self.state.is_some() || self.search.is_some()
+    }
+}
+
+/// `countersign tasks [--parked [--agent A] [--state S] [--search W]] [--limit N]`:
+/// recent tasks, or those waiting for a decision.
+pub async fn tasks(
+    data_dir: &Path,
+    parked: bool,
+    filter: &Filter,
+    json: bool,
+) -> Result<Output, CliError> {
     let api = Api::connect(data_dir)?;
+    let query = filter.query();
+    let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
     if parked {
-        let page = api.get(&["queue"], &[]).await?;
+        let page = api.get(&["queue"], &query).await?;
         if json {
             return Ok(Output::json(&page));
         }
         let items: Vec<TurnView> =
             serde_json::from_value(page["items"].clone()).map_err(|e| unreadable("queue", e))?;
         let total = page["total"].as_i64().unwrap_or(items.len() as i64);
-        return Ok(Output::new(human::queue(&items, total, now_ms())));
+        return Ok(Output::new(human::queue(
+            &items,
+            total,
+            filter.narrows(),
+            now_ms(),
+        )));
     }
-    let page = api.get(&["tasks"], &[]).await?;
+    let page = api.get(&["tasks"], &query).await?;
     if json {
         return Ok(Output::json(&page));
     }
@@ -151,17 +205,25 @@ pub async fn show(data_dir: &Path, id: &str, json: bool) -> Result<Output, CliEr
     Ok(Output::new(human::show(&view, now_ms())))
 }
 
-/// `countersign history`: decisions, newest first.
-pub async fn history(data_dir: &Path, json: bool) -> Result<Output, CliError> {
+/// `countersign history [--agent A] [--search W] [--limit N]`: decisions,
+/// newest first.
+pub async fn history(data_dir: &Path, filter: &Filter, json: bool) -> Result<Output, CliError> {
     let api = Api::connect(data_dir)?;
-    let page = api.get(&["history"], &[]).await?;
+    let query = filter.query();
+    let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let page = api.get(&["history"], &query).await?;
     if json {
         return Ok(Output::json(&page));
     }
     let items: Vec<HistoryRow> =
         serde_json::from_value(page["items"].clone()).map_err(|e| unreadable("history", e))?;
     let more = page.get("nextCursor").is_some_and(Value::is_string);
-    Ok(Output::new(human::history(&items, more, now_ms())))
+    Ok(Output::new(human::history(
+        &items,
+        more,
+        filter.narrows(),
+        now_ms(),
+    )))
 }
 
 /// `countersign approve ID [--comment TEXT]`.
