@@ -108,7 +108,33 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
     assert!(!shown.status.success());
     let why = String::from_utf8_lossy(&shown.stderr);
     assert!(
-        why.contains(done[0].as_str()) && why.contains("countersign archive export"),
+        why.contains(&format!("countersign archive show {}", done[0])),
+        "{why}"
+    );
+    // ... and `archive show` prints it as `show` did, with when it left.
+    let shown = stdout_ok(&cli(&s, &["archive", "show", done[0].as_str()]));
+    assert!(shown.starts_with("archived 20"), "{shown}");
+    for want in [
+        format!("task     {}", done[0]),
+        "state    completed".to_owned(),
+        "agent    auto".to_owned(),
+        "job 0".to_owned(),
+    ] {
+        assert!(shown.contains(&want), "missing {want:?} in:\n{shown}");
+    }
+    let record: Value = serde_json::from_str(&stdout_ok(&cli(
+        &s,
+        &["archive", "show", done[0].as_str(), "--json"],
+    )))
+    .unwrap();
+    assert_eq!(record["task"]["id"], done[0].as_str());
+    assert_eq!(record["state"], "completed");
+    // A task the archive does not hold (one still here) is refused by name.
+    let missing = cli(&s, &["archive", "show", done[29].as_str()]);
+    assert_eq!(missing.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        why.contains(done[29].as_str()) && why.contains("holds no task"),
         "{why}"
     );
     let kept = c.rpc_ok("auto", "GetTask", json!({"id": done[29]})).await;

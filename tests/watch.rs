@@ -1230,7 +1230,7 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(
         shown.contains(&format!(
-            "continues    {id} (archived: `countersign archive export`)"
+            "continues    {id} (archived: `countersign archive show {id}`)"
         )),
         "{shown}"
     );

@@ -125,7 +125,16 @@ struct Scan {
 }
 
 /// Reads every complete member of a file, calling `line` for each record.
-fn scan(path: &Path, mut line: impl FnMut(Value)) -> std::io::Result<Scan> {
+fn scan(path: &Path, line: impl FnMut(Value)) -> std::io::Result<Scan> {
+    scan_lines(path, |_| true, line)
+}
+
+/// [`scan`], parsing only the lines `wanted` keeps.
+fn scan_lines(
+    path: &Path,
+    wanted: impl Fn(&str) -> bool,
+    mut line: impl FnMut(Value),
+) -> std::io::Result<Scan> {
     let mut reader = BufReader::new(File::open(path)?);
     let mut good = 0u64;
     loop {
@@ -145,7 +154,7 @@ fn scan(path: &Path, mut line: impl FnMut(Value)) -> std::io::Result<Scan> {
         }
         drop(member);
         good = reader.stream_position()?;
-        for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        for l in text.lines().filter(|l| !l.trim().is_empty() && wanted(l)) {
             match serde_json::from_str(l) {
                 Ok(v) => line(v),
                 Err(e) => {
@@ -258,6 +267,33 @@ pub struct ExportFilter {
     /// Tasks last changed before this time.
     pub until_ms: Option<i64>,
     pub agent: Option<String>,
+}
+
+/// The archived record of task `id` (its last archived copy), newest month
+/// first; `None` when the archive does not hold it.
+pub fn find(dir: &Path, id: &str) -> Result<Option<Value>, ReadError> {
+    // Only lines that name the id are parsed: the id as JSON writes it.
+    let needle = serde_json::to_string(id).unwrap_or_default();
+    for (_, path) in archive_files(dir)?.into_iter().rev() {
+        let mut found = None;
+        scan_lines(
+            &path,
+            |l| l.contains(&needle),
+            |rec| {
+                if task_id(&rec) == Some(id) {
+                    found = Some(rec);
+                }
+            },
+        )
+        .map_err(|source| ReadError {
+            path: path.clone(),
+            source,
+        })?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
 }
 
 /// The archived tasks `filter` takes, each once (its last archived copy),
@@ -414,5 +450,24 @@ mod tests {
             .map(|r| task_id(r).unwrap().to_owned())
             .collect();
         assert_eq!(ids, ["a", "c", "e", "b"]);
+    }
+
+    /// One task is found by its id, in whichever month holds it; an id
+    /// that only appears inside another record (a link to it) is not it.
+    #[test]
+    fn find_reads_one_task_by_id() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(DIR);
+        assert_eq!(find(&dir, "a").unwrap(), None, "no archive yet");
+        let (ms, mut linked) = rec("b", "2026-03-05T00:00:00Z", "y");
+        linked["continues"] = json!("a");
+        Writer::new(dir.clone())
+            .append(&[rec("a", "2026-01-05T00:00:00Z", "x"), (ms, linked)])
+            .unwrap();
+        let a = find(&dir, "a").unwrap().unwrap();
+        assert_eq!((task_id(&a), a["agentId"].as_str()), (Some("a"), Some("x")));
+        assert_eq!(task_id(&find(&dir, "b").unwrap().unwrap()), Some("b"));
+        assert_eq!(find(&dir, "c").unwrap(), None);
+        assert_eq!(find(&dir, "").unwrap(), None);
     }
 }

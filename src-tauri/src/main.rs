@@ -80,6 +80,19 @@ enum ArchiveCommand {
     List(JsonArgs),
     /// Print (or write) the archived tasks, each once, oldest first.
     Export(ArchiveExportArgs),
+    /// Show one archived task as `show` does a task still here.
+    Show(ArchiveShowArgs),
+}
+
+#[derive(clap::Args)]
+struct ArchiveShowArgs {
+    /// The task id.
+    id: String,
+    /// Print its whole archived record (JSON).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    instance: InstanceArgs,
 }
 
 #[derive(clap::Args)]
@@ -703,7 +716,7 @@ fn run_peers(command: PeersCommand) -> ExitCode {
     }
 }
 
-/// `countersign archive list|export`: reads the archive files in the data
+/// `countersign archive list|export|show`: reads the archive files in the data
 /// dir; no running server is needed.
 fn run_archive(command: ArchiveCommand) -> ExitCode {
     match command {
@@ -717,6 +730,9 @@ fn run_archive(command: ArchiveCommand) -> ExitCode {
                 agent: a.agent,
             };
             cli::archive_export(&dir, &filter, a.format, a.output.as_ref())
+        }),
+        ArchiveCommand::Show(a) => run_client(a.instance, async move |dir| {
+            cli::archive_show(&dir, &a.id, a.json)
         }),
     }
 }

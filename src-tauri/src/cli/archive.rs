@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CliError, Output};
+use super::{CliError, Output, human};
 use crate::archive::{self, ExportFilter};
 
 /// The shape `archive export` writes.
@@ -86,6 +86,28 @@ pub fn parse_time(s: &str) -> Result<i64, CliError> {
                 "`{s}` is not a date (YYYY-MM-DD) or an RFC 3339 time"
             ))
         })
+}
+
+/// `countersign archive show ID`: one archived task, as `show` prints a task
+/// that is still here (`--json`: its whole archived record).
+pub fn archive_show(data_dir: &Path, id: &str, json: bool) -> Result<Output, CliError> {
+    let dir = archive::dir_of(data_dir);
+    let Some(rec) = archive::find(&dir, id).map_err(read_error)? else {
+        return Err(CliError::NotFound(format!(
+            "the archive in {} holds no task `{id}`",
+            dir.display()
+        )));
+    };
+    if json {
+        return Ok(Output::json(&rec));
+    }
+    let view: human::TaskDetailView = serde_json::from_value(rec.clone())
+        .map_err(|e| CliError::Server(format!("cannot read the archived record of `{id}`: {e}")))?;
+    let archived = rec["archivedAt"].as_str().unwrap_or("(time not recorded)");
+    Ok(Output::new(format!(
+        "archived {archived}\n{}",
+        human::show(&view, crate::clock::now_ms())
+    )))
 }
 
 /// `countersign archive export`: the archived tasks (each once), as JSON

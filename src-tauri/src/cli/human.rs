@@ -464,12 +464,15 @@ pub fn show(detail: &TaskDetailView, now: i64) -> String {
         );
     }
     if let Some(previous) = &detail.continues {
-        let archived = if detail.continues_archived {
-            " (archived: `countersign archive export`)"
+        let previous = clean(previous, false);
+        if detail.continues_archived {
+            let _ = writeln!(
+                out,
+                "continues    {previous} (archived: `countersign archive show {previous}`)"
+            );
         } else {
-            ""
-        };
-        let _ = writeln!(out, "continues    {}{archived}", clean(previous, false));
+            let _ = writeln!(out, "continues    {previous}");
+        }
     }
     if let Some(next) = &detail.continued_in {
         let _ = writeln!(
@@ -743,7 +746,7 @@ mod tests {
         .unwrap();
         let out = show(&detail, 0);
         assert!(
-            out.contains("continues    t0 (archived: `countersign archive export`)\n"),
+            out.contains("continues    t0 (archived: `countersign archive show t0`)\n"),
             "{out}"
         );
     }

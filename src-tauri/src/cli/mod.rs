@@ -11,7 +11,7 @@ mod client;
 mod human;
 mod peers;
 
-pub use archive::{ExportFormat, archive_export, archive_list, parse_time};
+pub use archive::{ExportFormat, archive_export, archive_list, archive_show, parse_time};
 pub use chains::{
     chains_add, chains_gate, chains_hops, chains_list, chains_remove, deliveries_retry,
 };

@@ -39,7 +39,7 @@ fn query_error(e: QueryError) -> Response {
         QueryError::NotFound(id) => api_error(
             StatusCode::NOT_FOUND,
             format!(
-                "no task `{id}` here (a finished task retention archived is in `countersign archive export`)"
+                "no task `{id}` here (if retention archived it, `countersign archive show {id}` prints it)"
             ),
         ),
         QueryError::Store(e) => store_error(&e),
