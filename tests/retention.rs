@@ -103,25 +103,35 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
     }
     let gone = c.rpc_err("auto", "GetTask", json!({"id": done[0]})).await;
     assert_eq!(gone["code"], -32001);
-    // The CLI says where an archived task went.
-    let shown = cli(&s, &["show", done[0].as_str()]);
-    assert!(!shown.status.success());
+    // `show` reads an archived task from the archive, through the running
+    // server, and `archive show` from the files, with no server; both say
+    // when it left.
+    for args in [
+        &["show", done[0].as_str()][..],
+        &["archive", "show", done[0].as_str()],
+    ] {
+        let shown = stdout_ok(&cli(&s, args));
+        assert!(shown.starts_with("archived 20"), "{shown}");
+        for want in [
+            format!("task     {}", done[0]),
+            "state    completed".to_owned(),
+            "agent    auto".to_owned(),
+            "job 0".to_owned(),
+        ] {
+            assert!(
+                shown.contains(&want),
+                "{args:?}: missing {want:?} in:\n{shown}"
+            );
+        }
+    }
+    // An id in neither: the API's 404 says where archived tasks are.
+    let shown = cli(&s, &["show", "no-such-task"]);
+    assert_eq!(shown.status.code(), Some(1));
     let why = String::from_utf8_lossy(&shown.stderr);
     assert!(
-        why.contains(&format!("countersign archive show {}", done[0])),
+        why.contains("countersign archive show no-such-task"),
         "{why}"
     );
-    // ... and `archive show` prints it as `show` did, with when it left.
-    let shown = stdout_ok(&cli(&s, &["archive", "show", done[0].as_str()]));
-    assert!(shown.starts_with("archived 20"), "{shown}");
-    for want in [
-        format!("task     {}", done[0]),
-        "state    completed".to_owned(),
-        "agent    auto".to_owned(),
-        "job 0".to_owned(),
-    ] {
-        assert!(shown.contains(&want), "missing {want:?} in:\n{shown}");
-    }
     let record: Value = serde_json::from_str(&stdout_ok(&cli(
         &s,
         &["archive", "show", done[0].as_str(), "--json"],
@@ -220,6 +230,110 @@ async fn the_background_job_keeps_max_tasks_and_the_cli_reads_the_archive() {
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["files"][0]["tasks"], 22, "{body}");
+}
+
+/// The UI reads a task retention archived from the archive: the task, its
+/// turns and decisions, rendered, and its files; an id the archive does not
+/// hold is a 404.
+#[tokio::test]
+async fn an_archived_task_and_its_files_are_read_back_over_the_ui_api() {
+    let s = Server::start(Some(CONFIG));
+    let c = s.client();
+    let api = Api::new(&s);
+    let with_file = c
+        .rpc_ok(
+            "auto",
+            "SendMessage",
+            json!({"message": {"messageId": "m-file", "role": "ROLE_USER", "parts": [
+                {"text": "the **notes**"},
+                {"raw": "aGVsbG8gYXJjaGl2ZQ==", "filename": "notes.txt", "mediaType": "text/plain"}]}}),
+        )
+        .await;
+    let id = with_file["task"]["id"].as_str().unwrap().to_owned();
+    let mut newest = String::new();
+    for i in 0..10 {
+        let t = c
+            .send_text("auto", &format!("m-{i}"), &format!("job {i}"))
+            .await;
+        newest = t["task"]["id"].as_str().unwrap().to_owned();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api
+        .call(reqwest::Method::GET, &format!("/tasks/{id}"), None)
+        .await
+        .0
+        != 404
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the task was not archived in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let (status, d) = api
+        .call(reqwest::Method::GET, &format!("/archives/tasks/{id}"), None)
+        .await;
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(d["task"]["id"], id.as_str());
+    assert_eq!(d["agentId"], "auto");
+    assert_eq!(d["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(
+        d["archivedAt"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("20")),
+        "{d}"
+    );
+    let parts = &d["rendered"]["history"][0]["parts"];
+    assert_eq!(
+        parts[0]["html"], "<p>the <strong>notes</strong></p>\n",
+        "{d}"
+    );
+    let url = parts[1]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&format!("/api/archives/tasks/{id}/files/message/m-file/")),
+        "{url}"
+    );
+    let r = c
+        .http
+        .get(s.url(url))
+        .bearer_auth(s.ui_token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let disposition = r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(disposition.starts_with("attachment;") && disposition.contains("notes.txt"));
+    assert_eq!(r.text().await.unwrap(), "hello archive");
+
+    // Not archived (still here), never here, a part that is not there, and no token.
+    for (path, want) in [
+        (format!("/archives/tasks/{newest}"), 404),
+        ("/archives/tasks/no-such-task".to_owned(), 404),
+        (format!("/archives/tasks/{id}/files/message/m-file/7"), 404),
+        (format!("/archives/tasks/{id}/files/status/m-file/1"), 404),
+    ] {
+        let (status, body) = api.call(reqwest::Method::GET, &path, None).await;
+        assert_eq!(status, want, "{path}: {body}");
+        assert!(body["error"]["message"].is_string(), "{path}: {body}");
+    }
+    let (_, body) = api
+        .call(reqwest::Method::GET, "/archives/tasks/no-such-task", None)
+        .await;
+    assert_eq!(
+        body["error"]["message"],
+        "the archive holds no task `no-such-task`"
+    );
+    let anonymous = c
+        .http
+        .get(s.url(&format!("/api/archives/tasks/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
 }
 
 #[test]

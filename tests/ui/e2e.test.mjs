@@ -897,7 +897,7 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
     }
   });
 
-  test('once retention archives the task a continuation came from, it is named as archived, not linked', async () => {
+  test('once retention archives the task a continuation came from, its link opens the archived record', async () => {
     const peer = await fastPeer();
     // A server of its own, bounded to one task: on its next start,
     // retention archives the continued task and keeps the new one.
@@ -917,28 +917,39 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
       await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), next);
       const links = page.getByTestId('continuation');
       await links.waitFor();
-      const text = await links.innerText();
-      assert.match(text, new RegExp(`from\\s+${first}\\s+its peer answered the decision with this task; retention has archived that one`));
-      assert.ok(text.includes(`countersign archive show ${first}`), text);
-      assert.equal(await page.getByTestId('continues-archived').innerText(), first);
-      assert.equal(await links.getByRole('button').count(), 0, 'no link to a task that is not here');
-      await page.screenshot({ path: join(output, 'continuation-archived.png') });
+      assert.match(
+        await links.innerText(),
+        new RegExp(`from\\s+${first}\\s+its peer answered the decision with this task \\(it has since been archived\\)`),
+      );
+      // The link opens the task from the archive: its conversation and the
+      // decision taken, read-only.
+      ui.expectError(new RegExp(`^HTTP 404 GET .*/api/tasks/${first}$`));
+      await links.getByRole('button', { name: first }).click();
+      const banner = page.getByTestId('archived-banner');
+      await banner.waitFor();
+      assert.match(await banner.innerText(), /^Archived /);
+      assert.ok((await banner.innerText()).includes(`countersign archive show ${first}`));
+      await page.getByText('Ship to which region?').first().waitFor();
+      assert.match(await page.getByTestId('decided').innerText(), /Decided: reply/);
+      assert.equal(await page.getByTestId('task-gone').count(), 0);
+      await page.screenshot({ path: join(output, 'task-archived.png') });
     } finally {
       await local.stop();
       await peer.stop();
     }
   });
 
-  test('a task that is not here (archived, or a stale link) says so and where archived tasks are; no Retry', async () => {
+  test('a task in neither the database nor the archive (a stale link) says so; no Retry', async () => {
     const page = await fresh();
     const id = '01900000-0000-7000-8000-00000000dead';
     ui.expectError(new RegExp(`^HTTP 404 GET .*/api/tasks/${id}$`));
+    ui.expectError(new RegExp(`^HTTP 404 GET .*/api/archives/tasks/${id}$`));
     await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), id);
     const gone = page.getByTestId('task-gone');
     await gone.waitFor();
     const text = await gone.innerText();
-    assert.match(text, /not here any more/);
-    assert.ok(text.includes(`countersign archive show ${id}`), text);
+    assert.match(text, /This task is not here/);
+    assert.ok(text.includes(`Neither the database nor the archive holds task ${id}`), text);
     assert.equal(await page.getByRole('button', { name: 'Retry' }).count(), 0);
     await page.screenshot({ path: join(output, 'task-gone.png') });
   });

@@ -194,15 +194,28 @@ pub async fn tasks(
     Ok(Output::new(human::tasks(&items, more, now_ms())))
 }
 
-/// `countersign show ID`: the task, its conversation, turns and decisions.
+/// `countersign show ID`: the task, its conversation, turns and decisions;
+/// a task retention archived is read from the archive (and says so).
 pub async fn show(data_dir: &Path, id: &str, json: bool) -> Result<Output, CliError> {
     let api = Api::connect(data_dir)?;
-    let detail = api.get(&["tasks", id], &[]).await?;
+    let detail = match api.get(&["tasks", id], &[]).await {
+        Err(CliError::NotFound(here)) => match api.get(&["archives", "tasks", id], &[]).await {
+            Ok(archived) => archived,
+            Err(CliError::NotFound(_)) => return Err(CliError::NotFound(here)),
+            Err(e) => return Err(e),
+        },
+        other => other?,
+    };
     if json {
         return Ok(Output::json(&detail));
     }
-    let view: TaskDetailView = serde_json::from_value(detail).map_err(|e| unreadable("task", e))?;
-    Ok(Output::new(human::show(&view, now_ms())))
+    let view: TaskDetailView =
+        serde_json::from_value(detail.clone()).map_err(|e| unreadable("task", e))?;
+    let shown = human::show(&view, now_ms());
+    Ok(Output::new(match detail["archivedAt"].as_str() {
+        Some(at) => format!("archived {at}\n{shown}"),
+        None => shown,
+    }))
 }
 
 /// `countersign history [--agent A] [--search W] [--limit N]`: decisions,

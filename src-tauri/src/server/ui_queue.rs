@@ -29,6 +29,11 @@ pub fn routes() -> Router<Shared> {
         .route("/tasks/{id}", get(task))
         .route("/tasks/{id}/decision", post(decide))
         .route("/tasks/{id}/files/{parent}/{parent_id}/{index}", get(file))
+        .route("/archives/tasks/{id}", get(archived_task))
+        .route(
+            "/archives/tasks/{id}/files/{parent}/{parent_id}/{index}",
+            get(archived_file),
+        )
         .route("/history", get(history))
         .route("/history/export", get(export))
 }
@@ -113,8 +118,15 @@ async fn tasks(State(state): State<Shared>, Query(p): Params) -> Response {
     }
 }
 
+/// Where a task's files are served: a task here, or one in the archive.
+#[derive(Clone, Copy)]
+enum Kept {
+    Here,
+    Archived,
+}
+
 /// The API path of a raw file part, or the URL of a URL part.
-fn file_url(task_id: &str, f: FileRef<'_>) -> String {
+fn file_url(kept: Kept, task_id: &str, f: FileRef<'_>) -> String {
     if let PartContent::Url(u) = &f.part.content {
         return u.clone();
     }
@@ -123,8 +135,12 @@ fn file_url(task_id: &str, f: FileRef<'_>) -> String {
         PartOf::Artifact(id) => ("artifact", id),
     };
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let base = match kept {
+        Kept::Here => "/api/tasks",
+        Kept::Archived => "/api/archives/tasks",
+    };
     format!(
-        "/api/tasks/{}/files/{kind}/{}/{}",
+        "{base}/{}/files/{kind}/{}/{}",
         enc(task_id),
         enc(id),
         f.index
@@ -132,9 +148,9 @@ fn file_url(task_id: &str, f: FileRef<'_>) -> String {
 }
 
 /// The task's messages, status and artifacts, rendered safe to show.
-fn rendered(task: &Task) -> Value {
+fn rendered(task: &Task, kept: Kept) -> Value {
     let id = task.id.clone();
-    let msg = |m: &Message| render::message(m, |f| file_url(&id, f));
+    let msg = |m: &Message| render::message(m, |f| file_url(kept, &id, f));
     json!({
         "history": task.history.iter().map(msg).collect::<Vec<_>>(),
         "status": {
@@ -142,7 +158,7 @@ fn rendered(task: &Task) -> Value {
             "timestamp": task.status.timestamp,
             "message": task.status.message.as_ref().map(msg),
         },
-        "artifacts": task.artifacts.iter().flatten().map(|a| render::artifact(a, |f| file_url(&id, f))).collect::<Vec<_>>(),
+        "artifacts": task.artifacts.iter().flatten().map(|a| render::artifact(a, |f| file_url(kept, &id, f))).collect::<Vec<_>>(),
     })
 }
 
@@ -155,7 +171,7 @@ async fn task(State(state): State<Shared>, Path(id): Path<String>) -> Response {
         Ok(detail) => match tokio::task::spawn_blocking(move || {
             let mut v = serde_json::to_value(&detail).unwrap_or(Value::Null);
             if let Value::Object(m) = &mut v {
-                m.insert("rendered".into(), rendered(&detail.task));
+                m.insert("rendered".into(), rendered(&detail.task, Kept::Here));
             }
             v
         })
@@ -257,12 +273,110 @@ async fn file(
     State(state): State<Shared>,
     Path((id, parent, parent_id, index)): Path<(String, String, String, usize)>,
 ) -> Response {
-    let detail = match state.engine.task_detail(&id).await {
-        Ok(d) => d,
-        Err(e) => return query_error(e),
+    match state.engine.task_detail(&id).await {
+        Ok(d) => file_of(&d.task, &parent, &parent_id, index),
+        Err(e) => query_error(e),
+    }
+}
+
+/// The task `id` as retention archived it: its whole record, and the task
+/// itself read back. The archive is read from disk, off the async workers.
+async fn archived(state: &Shared, id: &str) -> Result<(Value, Task), Response> {
+    let Some(dir) = state.engine.archive_dir() else {
+        return Err(api_error(
+            StatusCode::NOT_FOUND,
+            format!("the archive holds no task `{id}`"),
+        ));
     };
-    let t = &detail.task;
-    let parts = match parent.as_str() {
+    let wanted = id.to_owned();
+    let found = tokio::task::spawn_blocking(move || crate::archive::find(&dir, &wanted)).await;
+    let rec = match found {
+        Ok(Ok(Some(rec))) => rec,
+        Ok(Ok(None)) => {
+            return Err(api_error(
+                StatusCode::NOT_FOUND,
+                format!("the archive holds no task `{id}`"),
+            ));
+        }
+        Ok(Err(e)) => {
+            tracing::error!("{e}");
+            return Err(api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot read the archive; see the server log",
+            ));
+        }
+        Err(e) => {
+            tracing::error!(task = %id, "reading the archive failed: {e}");
+            return Err(api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot read the archive; see the server log",
+            ));
+        }
+    };
+    match serde_json::from_value::<Task>(rec["task"].clone()) {
+        Ok(task) => Ok((rec, task)),
+        Err(e) => {
+            tracing::error!(task = %id, "the archived record cannot be read: {e}");
+            Err(api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the archived record of `{id}` cannot be read; see the server log"),
+            ))
+        }
+    }
+}
+
+/// `GET /api/archives/tasks/{id}`: a task retention archived, in the shape
+/// of `GET /api/tasks/{id}` (read-only: no open turn, no chain links) with
+/// `archivedAt`; its files are served under `/api/archives/tasks/{id}/files/`.
+async fn archived_task(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    let (rec, task) = match archived(&state, &id).await {
+        Ok(found) => found,
+        Err(resp) => return resp,
+    };
+    let rendered = match tokio::task::spawn_blocking(move || rendered(&task, Kept::Archived)).await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(task = %id, "rendering the archived task failed: {e}");
+            return api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot render task `{id}`; see the server log"),
+            );
+        }
+    };
+    let mut detail = json!({
+        "task": rec["task"],
+        "agentId": rec["agentId"],
+        "dialect": rec["dialect"],
+        "turns": rec.get("turns").cloned().unwrap_or_else(|| json!([])),
+        "decisions": rec.get("decisions").cloned().unwrap_or_else(|| json!([])),
+        "archivedAt": rec["archivedAt"],
+        "rendered": rendered,
+    });
+    for key in ["continuedIn", "continues"] {
+        if let Some(v) = rec.get(key).filter(|v| v.is_string()) {
+            detail[key] = v.clone();
+        }
+    }
+    json_ok(&detail)
+}
+
+/// `GET /api/archives/tasks/{id}/files/{message|artifact}/{parent id}/{index}`:
+/// a file part of an archived task, as [`file`] serves one of a task here.
+async fn archived_file(
+    State(state): State<Shared>,
+    Path((id, parent, parent_id, index)): Path<(String, String, String, usize)>,
+) -> Response {
+    match archived(&state, &id).await {
+        Ok((_, task)) => file_of(&task, &parent, &parent_id, index),
+        Err(resp) => resp,
+    }
+}
+
+/// The bytes of part `index` of a message or artifact of `t`, always as a
+/// download.
+fn file_of(t: &Task, parent: &str, parent_id: &str, index: usize) -> Response {
+    let parts = match parent {
         "message" => t
             .history
             .iter()

@@ -421,6 +421,8 @@ export interface TaskDetail {
   continues?: string;
   /** Set when the task this one continues has been archived (no longer here). */
   continuesArchived?: boolean;
+  /** Set on a task read from the archive: when retention moved it there. */
+  archivedAt?: string;
 }
 
 export interface AttachedFile {
@@ -624,6 +626,11 @@ export class Api {
 
   task(id: string): Promise<TaskDetail> {
     return this.call('GET', `/api/tasks/${enc(id)}`);
+  }
+
+  /** A task retention archived, read-only (`archivedAt` set); 404 when the archive does not hold it. */
+  archivedTask(id: string): Promise<TaskDetail> {
+    return this.call('GET', `/api/archives/tasks/${enc(id)}`);
   }
 
   /** Decides a parked task; "already decided" is an answer, not an error. */

@@ -34,6 +34,31 @@ describe('task store', () => {
     expect(get(t).error).toBeNull();
   });
 
+  it('reads a task that is not here from the archive, and says gone only when neither has it', async () => {
+    let archived = true;
+    const m = new MockTransport()
+      .on('GET', '/api/tasks/t1', () => json(404, { error: { message: 'no task' } }))
+      .on('GET', '/api/archives/tasks/t1', () =>
+        archived
+          ? json(200, { ...detail('t1', false), archivedAt: '2026-11-01T00:00:00Z' })
+          : json(404, { error: { message: 'not in the archive either' } }),
+      );
+    const t = createTask(new Api(m));
+    await t.open('t1');
+    expect(get(t).detail?.archivedAt).toBe('2026-11-01T00:00:00Z');
+    expect(get(t).gone).toBe(false);
+    expect(get(t).error).toBeNull();
+    archived = false;
+    await t.reload();
+    expect(get(t).gone).toBe(true);
+    expect(get(t).error).toBe('not in the archive either');
+    // An archive that cannot be read is an error to retry, not "gone".
+    m.on('GET', '/api/archives/tasks/t1', () => json(500, { error: { message: 'cannot read the archive' } }));
+    await t.reload();
+    expect(get(t).gone).toBe(false);
+    expect(get(t).error).toBe('cannot read the archive');
+  });
+
   it('opens a task and re-reads it when its events arrive', async () => {
     let reads = 0;
     const m = new MockTransport().on('GET', '/api/tasks/t1', () => {

@@ -10,7 +10,7 @@ export interface TaskState {
   detail: TaskDetail | null;
   loading: boolean;
   error: string | null;
-  /** The server has no such task (archived, or never here): no retry helps. */
+  /** Neither the database nor the archive holds the task: no retry helps. */
   gone: boolean;
   /** The last decision attempt on this task, as the bar shows it. */
   result: DecisionResult | null;
@@ -62,14 +62,21 @@ export function createTask(api: Api): TaskStore {
     if (get(store).id !== id) return;
     const gen = ++generation;
     if (!quiet) update((s) => ({ ...s, loading: true, error: null, gone: false }));
+    const notFound = (e: unknown) => e instanceof ApiError && e.status === 404;
     try {
-      const detail = await api.task(id);
+      let detail: TaskDetail;
+      try {
+        detail = await api.task(id);
+      } catch (e) {
+        // A task retention archived is read from the archive, read-only.
+        if (!notFound(e)) throw e;
+        detail = await api.archivedTask(id);
+      }
       if (gen !== generation || get(store).id !== id) return;
       update((s) => ({ ...s, detail, loading: false, error: null, gone: false }));
     } catch (e) {
       if (gen !== generation || get(store).id !== id) return;
-      const gone = e instanceof ApiError && e.status === 404;
-      update((s) => ({ ...s, loading: false, error: (e as Error).message, gone }));
+      update((s) => ({ ...s, loading: false, error: (e as Error).message, gone: notFound(e) }));
     }
   }
 
