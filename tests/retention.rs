@@ -334,6 +334,28 @@ async fn an_archived_task_and_its_files_are_read_back_over_the_ui_api() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), 401);
+
+    // A damaged record (its task unreadable) is a 500 that says so, and the
+    // server goes on serving the rest of the archive.
+    let damaged = s.data_dir.join("archive").join("tasks-2020-01.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&damaged).unwrap(),
+        flate2::Compression::default(),
+    );
+    std::io::Write::write_all(&mut gz, b"{\"task\":{\"id\":\"damaged\"}}\n").unwrap();
+    gz.finish().unwrap();
+    let (status, body) = api
+        .call(reqwest::Method::GET, "/archives/tasks/damaged", None)
+        .await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "cannot read the archive; see the server log"
+    );
+    let (status, _) = api
+        .call(reqwest::Method::GET, &format!("/archives/tasks/{id}"), None)
+        .await;
+    assert_eq!(status, 200);
 }
 
 #[test]

@@ -282,47 +282,32 @@ async fn file(
 /// The task `id` as retention archived it: its whole record, and the task
 /// itself read back. The archive is read from disk, off the async workers.
 async fn archived(state: &Shared, id: &str) -> Result<(Value, Task), Response> {
-    let Some(dir) = state.engine.archive_dir() else {
-        return Err(api_error(
+    let not_held = || {
+        api_error(
             StatusCode::NOT_FOUND,
             format!("the archive holds no task `{id}`"),
-        ));
+        )
+    };
+    let unreadable = |why: String| {
+        tracing::error!(task = %id, "reading the archive failed: {why}");
+        api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot read the archive; see the server log",
+        )
+    };
+    let Some(dir) = state.engine.archive_dir() else {
+        return Err(not_held());
     };
     let wanted = id.to_owned();
-    let found = tokio::task::spawn_blocking(move || crate::archive::find(&dir, &wanted)).await;
-    let rec = match found {
+    let rec = match tokio::task::spawn_blocking(move || crate::archive::find(&dir, &wanted)).await {
         Ok(Ok(Some(rec))) => rec,
-        Ok(Ok(None)) => {
-            return Err(api_error(
-                StatusCode::NOT_FOUND,
-                format!("the archive holds no task `{id}`"),
-            ));
-        }
-        Ok(Err(e)) => {
-            tracing::error!("{e}");
-            return Err(api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot read the archive; see the server log",
-            ));
-        }
-        Err(e) => {
-            tracing::error!(task = %id, "reading the archive failed: {e}");
-            return Err(api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot read the archive; see the server log",
-            ));
-        }
+        Ok(Ok(None)) => return Err(not_held()),
+        Ok(Err(e)) => return Err(unreadable(e.to_string())),
+        Err(e) => return Err(unreadable(e.to_string())),
     };
-    match serde_json::from_value::<Task>(rec["task"].clone()) {
-        Ok(task) => Ok((rec, task)),
-        Err(e) => {
-            tracing::error!(task = %id, "the archived record cannot be read: {e}");
-            Err(api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the archived record of `{id}` cannot be read; see the server log"),
-            ))
-        }
-    }
+    let task = serde_json::from_value::<Task>(rec["task"].clone())
+        .map_err(|e| unreadable(format!("its record's task cannot be read: {e}")))?;
+    Ok((rec, task))
 }
 
 /// `GET /api/archives/tasks/{id}`: a task retention archived, in the shape
