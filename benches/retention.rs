@@ -170,4 +170,27 @@ fn main() {
         "database after the pass: {:.1} MB (freed pages are reused)",
         size(&db) as f64 / 1e6
     );
+
+    // Reading one archived task back (the UI's and `show`'s fallback, and
+    // `archive show`): the first task archived, the last, and one the
+    // archive does not hold (the whole archive read).
+    let all = countersign::archive::export(&archive, &Default::default()).expect("export");
+    let id_of = |r: Option<&serde_json::Value>| {
+        r.and_then(|r| r["task"]["id"].as_str())
+            .unwrap_or("none")
+            .to_owned()
+    };
+    for (what, id) in [
+        ("the first archived task", id_of(all.first())),
+        ("the last archived task", id_of(all.last())),
+        ("a task the archive does not hold", "task-none".to_owned()),
+    ] {
+        let t = Instant::now();
+        let found = countersign::archive::find(&archive, &id).expect("find");
+        println!(
+            "reading {what} back from the archive: {:.1} ms ({})",
+            t.elapsed().as_secs_f64() * 1e3,
+            if found.is_some() { "found" } else { "not held" }
+        );
+    }
 }

@@ -100,11 +100,17 @@ impl Writer {
             }
             checked.insert(path.clone());
             let file = OpenOptions::new().create(true).append(true).open(&path)?;
-            let mut gz = GzEncoder::new(file, Compression::default());
+            // The member's text first, then one write to the encoder: each
+            // write to it runs the compressor over a fresh 32 KiB output
+            // buffer, and a record written straight to it (a write per
+            // JSON token) spent nine tenths of retention's time there.
+            let mut text = Vec::new();
             for rec in recs {
-                serde_json::to_writer(&mut gz, rec)?;
-                gz.write_all(b"\n")?;
+                serde_json::to_writer(&mut text, rec)?;
+                text.push(b'\n');
             }
+            let mut gz = GzEncoder::new(file, Compression::default());
+            gz.write_all(&text)?;
             let file = gz.finish()?;
             file.sync_all()?;
             if !existed {
