@@ -64,7 +64,7 @@ enum Command {
     /// to a peer as a new task.
     Chains(ChainsArgs),
     /// Finished tasks moved out of the database by retention: list the
-    /// archive files, or export the tasks in them.
+    /// archive files, export the tasks in them, or show one.
     Archive(ArchiveArgs),
 }
 
