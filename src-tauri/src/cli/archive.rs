@@ -101,13 +101,9 @@ pub fn archive_show(data_dir: &Path, id: &str, json: bool) -> Result<Output, Cli
     if json {
         return Ok(Output::json(&rec));
     }
-    let view: human::TaskDetailView = serde_json::from_value(rec.clone())
+    let view: human::TaskDetailView = serde_json::from_value(rec)
         .map_err(|e| CliError::Server(format!("cannot read the archived record of `{id}`: {e}")))?;
-    let archived = rec["archivedAt"].as_str().unwrap_or("(time not recorded)");
-    Ok(Output::new(format!(
-        "archived {archived}\n{}",
-        human::show(&view, crate::clock::now_ms())
-    )))
+    Ok(Output::new(human::show(&view, crate::clock::now_ms())))
 }
 
 /// `countersign archive export`: the archived tasks (each once), as JSON

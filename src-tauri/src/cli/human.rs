@@ -133,6 +133,9 @@ pub struct TaskDetailView {
     /// Whether that task has been archived.
     #[serde(default)]
     pub continues_archived: bool,
+    /// When retention archived this task, for one read from the archive.
+    #[serde(default)]
+    pub archived_at: Option<String>,
 }
 
 /// How long ago `ms` was, compactly: `12s`, `3m`, `2h`, `5d`.
@@ -445,6 +448,9 @@ pub fn decision_outcome(d: &DecisionView) -> String {
 pub fn show(detail: &TaskDetailView, now: i64) -> String {
     let task = &detail.task;
     let mut out = String::new();
+    if let Some(at) = &detail.archived_at {
+        let _ = writeln!(out, "archived {}", clean(at, false));
+    }
     let _ = writeln!(out, "task     {}", task.id);
     let _ = writeln!(out, "state    {}", task.status.state.short_name());
     let dialect = if detail.dialect.is_empty() {

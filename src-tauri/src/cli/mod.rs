@@ -152,6 +152,13 @@ impl Filter {
         .collect()
     }
 
+    /// `GET /api/<list>` narrowed by this filter.
+    async fn list(&self, api: &Api, list: &str) -> Result<Value, CliError> {
+        let query = self.query();
+        let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        api.get(&[list], &query).await
+    }
+
     /// Whether anything narrows the list (so an empty one says "matches").
     fn narrows(&self) -> bool {
         self.agent.is_some() || self.state.is_some() || self.search.is_some()
@@ -167,10 +174,8 @@ pub async fn tasks(
     json: bool,
 ) -> Result<Output, CliError> {
     let api = Api::connect(data_dir)?;
-    let query = filter.query();
-    let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
     if parked {
-        let page = api.get(&["queue"], &query).await?;
+        let page = filter.list(&api, "queue").await?;
         if json {
             return Ok(Output::json(&page));
         }
@@ -184,7 +189,7 @@ pub async fn tasks(
             now_ms(),
         )));
     }
-    let page = api.get(&["tasks"], &query).await?;
+    let page = filter.list(&api, "tasks").await?;
     if json {
         return Ok(Output::json(&page));
     }
@@ -209,22 +214,15 @@ pub async fn show(data_dir: &Path, id: &str, json: bool) -> Result<Output, CliEr
     if json {
         return Ok(Output::json(&detail));
     }
-    let view: TaskDetailView =
-        serde_json::from_value(detail.clone()).map_err(|e| unreadable("task", e))?;
-    let shown = human::show(&view, now_ms());
-    Ok(Output::new(match detail["archivedAt"].as_str() {
-        Some(at) => format!("archived {at}\n{shown}"),
-        None => shown,
-    }))
+    let view: TaskDetailView = serde_json::from_value(detail).map_err(|e| unreadable("task", e))?;
+    Ok(Output::new(human::show(&view, now_ms())))
 }
 
 /// `countersign history [--agent A] [--search W] [--limit N]`: decisions,
 /// newest first.
 pub async fn history(data_dir: &Path, filter: &Filter, json: bool) -> Result<Output, CliError> {
     let api = Api::connect(data_dir)?;
-    let query = filter.query();
-    let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let page = api.get(&["history"], &query).await?;
+    let page = filter.list(&api, "history").await?;
     if json {
         return Ok(Output::json(&page));
     }
