@@ -240,6 +240,100 @@ async fn an_approved_task_chains_to_a_peer_gates_wait_and_loops_are_refused() {
     assert!(again.stderr.contains("no longer waits"), "{again:?}");
 }
 
+/// Whether `show` of `id` on an instance reads it from the archive.
+async fn archived(dir: &Path, id: &str) -> Value {
+    eventually(
+        &format!("retention archives {id}"),
+        async || cli_json(dir, &["show", id]).await,
+        |d| d["archivedAt"].is_string(),
+    )
+    .await
+}
+
+/// Retention archives a chain's finished tasks while the chain goes on
+/// (here every finished task, at once): the task left keeps its link to
+/// the archived one, which reads back from the archive with its own links,
+/// and a loop is still refused on its second turn though the tasks before
+/// it were archived (it ran on when archiving took the hops with them).
+#[tokio::test]
+async fn chain_links_and_loop_protection_outlive_retention() {
+    let b = Server::start(Some(PEER_B));
+    let config = format!(
+        "[retention]\nmax_tasks = 1\ninterval_secs = 1\n\n{}",
+        config_a(&b)
+    );
+    let a = Server::start(Some(&config));
+    let (da, db) = (a.data_dir.clone(), b.data_dir.clone());
+    let sent = a
+        .client()
+        .rpc_ok(
+            "inbox",
+            "SendMessage",
+            json!({"message": message("m-keep", "Keep the links?")}),
+        )
+        .await;
+    let parent = sent["task"]["id"].as_str().unwrap().to_owned();
+    run_cli_ok(&da, &["approve", &parent], Duration::from_secs(30)).await;
+    let on_b = eventually("the hop arrives at B", || parked(&db), |p| p.len() == 1).await;
+
+    // The approved task is archived; the task it chained to still links
+    // to it, marked archived, and the archive's copy links back.
+    let gone = archived(&da, &parent).await;
+    let to = &gone["chain"]["children"][0];
+    assert_eq!(to["ruleId"], "to-b", "{gone}");
+    assert_eq!(to["state"], "delivered", "{gone}");
+    let child = to["taskId"].as_str().unwrap().to_owned();
+    assert!(to.get("archived").is_none(), "the child is here: {gone}");
+    let here = cli_json(&da, &["show", &child]).await;
+    assert!(here["archivedAt"].is_null(), "{here}");
+    let from = &here["chain"]["parent"];
+    assert_eq!(from["taskId"], parent.as_str(), "{here}");
+    assert_eq!(from["archived"], true, "{here}");
+    let shown = run_cli_ok(&da, &["show", &child], Duration::from_secs(30)).await;
+    assert!(
+        shown.contains(&format!(
+            "chained from {parent} (rule to-b, delivered; archived: `countersign archive show {parent}`)"
+        )),
+        "{shown}"
+    );
+
+    // B's person approves: the child completes and `echo` sends it on; the
+    // child is archived in its turn.
+    run_cli_ok(&db, &["approve", &on_b[0].0], Duration::from_secs(30)).await;
+    let on_b = eventually("echo arrives at B", || parked(&db), |p| p.len() == 1).await;
+    assert!(on_b[0].1.starts_with("again:"), "{on_b:?}");
+    let gone = archived(&da, &child).await;
+    assert_eq!(gone["chain"]["parent"]["taskId"], parent.as_str(), "{gone}");
+    assert_eq!(gone["chain"]["parent"]["archived"], true, "{gone}");
+    let echo = gone["chain"]["children"][0]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let here = cli_json(&da, &["show", &echo]).await;
+    assert_eq!(here["chain"]["parent"]["taskId"], child.as_str(), "{here}");
+    assert_eq!(here["chain"]["parent"]["archived"], true, "{here}");
+
+    // When that one completes, `echo` would fire a second time in the same
+    // chain: refused as a cycle, its archived ancestors notwithstanding.
+    run_cli_ok(&db, &["approve", &on_b[0].0], Duration::from_secs(30)).await;
+    let all = eventually(
+        "the loop is refused",
+        || hops(&da),
+        |h| h.iter().any(|h| h["state"] == "refused"),
+    )
+    .await;
+    let refused: Vec<&Value> = all.iter().filter(|h| h["state"] == "refused").collect();
+    assert_eq!(refused[0]["ruleId"], "echo", "{all:#?}");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("rules, nearest first: echo ← to-b"),
+        "{refused:?}"
+    );
+    assert!(parked(&db).await.is_empty(), "nothing more reached B");
+}
+
 #[tokio::test]
 async fn rules_are_added_and_removed_by_cli_and_bad_ones_refused() {
     let b = Server::start(Some(PEER_B));

@@ -342,16 +342,35 @@ async fn an_archived_task_and_its_files_are_read_back_over_the_ui_api() {
         std::fs::File::create(&damaged).unwrap(),
         flate2::Compression::default(),
     );
-    std::io::Write::write_all(&mut gz, b"{\"task\":{\"id\":\"damaged\"}}\n").unwrap();
+    let task = |id: &str| {
+        json!({"id": id, "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}})
+    };
+    let lines = [
+        json!({"task": {"id": "damaged"}}),
+        // Its task reads, one of its chain hops does not.
+        json!({"task": task("bad-hop"), "agentId": "auto", "hops": [{"id": 7}]}),
+        // From before records kept chain links: none.
+        json!({"task": task("no-hops"), "agentId": "auto", "archivedAt": "2020-01-31T00:00:00.000Z"}),
+    ];
+    for line in lines {
+        std::io::Write::write_all(&mut gz, format!("{line}\n").as_bytes()).unwrap();
+    }
     gz.finish().unwrap();
+    for id in ["damaged", "bad-hop"] {
+        let (status, body) = api
+            .call(reqwest::Method::GET, &format!("/archives/tasks/{id}"), None)
+            .await;
+        assert_eq!(status, 500, "{id}: {body}");
+        assert_eq!(
+            body["error"]["message"],
+            "cannot read the archive; see the server log"
+        );
+    }
     let (status, body) = api
-        .call(reqwest::Method::GET, "/archives/tasks/damaged", None)
+        .call(reqwest::Method::GET, "/archives/tasks/no-hops", None)
         .await;
-    assert_eq!(status, 500, "{body}");
-    assert_eq!(
-        body["error"]["message"],
-        "cannot read the archive; see the server log"
-    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["chain"], json!({"parent": null, "children": []}));
     let (status, _) = api
         .call(reqwest::Method::GET, &format!("/archives/tasks/{id}"), None)
         .await;

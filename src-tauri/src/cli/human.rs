@@ -136,6 +136,32 @@ pub struct TaskDetailView {
     /// When retention archived this task, for one read from the archive.
     #[serde(default)]
     pub archived_at: Option<String>,
+    /// The hop that started this task and the hops it fired.
+    #[serde(default)]
+    pub chain: ChainView,
+}
+
+/// `chain` of `GET /api/tasks/{id}`.
+#[derive(Debug, Default, Deserialize)]
+pub struct ChainView {
+    #[serde(default)]
+    pub parent: Option<LinkView>,
+    #[serde(default)]
+    pub children: Vec<LinkView>,
+}
+
+/// One hop seen from a task (see [`ChainView`]).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkView {
+    pub rule_id: String,
+    #[serde(default)]
+    pub task_id: Option<String>,
+    pub state: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub archived: bool,
 }
 
 /// How long ago `ms` was, compactly: `12s`, `3m`, `2h`, `5d`.
@@ -444,6 +470,27 @@ pub fn decision_outcome(d: &DecisionView) -> String {
     line
 }
 
+/// The other end of a hop and how it went: `t2 (rule to-b, delivered)`,
+/// or the rule alone for a hop that started no task here.
+fn chain_link(l: &LinkView) -> String {
+    let mut how = format!(
+        "rule {}, {}",
+        clean(&l.rule_id, false),
+        clean(&l.state, false)
+    );
+    if let Some(r) = &l.reason {
+        let _ = write!(how, ": {}", first_line(r, 120));
+    }
+    match &l.task_id {
+        Some(id) if l.archived => {
+            let id = clean(id, false);
+            format!("{id} ({how}; archived: `countersign archive show {id}`)")
+        }
+        Some(id) => format!("{} ({how})", clean(id, false)),
+        None => format!("({how})"),
+    }
+}
+
 /// A task as a person reads it.
 pub fn show(detail: &TaskDetailView, now: i64) -> String {
     let task = &detail.task;
@@ -486,6 +533,12 @@ pub fn show(detail: &TaskDetailView, now: i64) -> String {
             "continued in {} (the peer answered the decision with a new task)",
             clean(next, false)
         );
+    }
+    if let Some(from) = &detail.chain.parent {
+        let _ = writeln!(out, "chained from {}", chain_link(from));
+    }
+    for to in &detail.chain.children {
+        let _ = writeln!(out, "chained to   {}", chain_link(to));
     }
 
     out.push_str("\nconversation\n");
@@ -755,5 +808,33 @@ mod tests {
             out.contains("continues    t0 (archived: `countersign archive show t0`)\n"),
             "{out}"
         );
+    }
+
+    /// Chain links: where the task came from and where it went, the rule and
+    /// how each hop went, and the archive for an end that was archived.
+    #[test]
+    fn show_prints_chain_links() {
+        let detail: TaskDetailView = serde_json::from_value(serde_json::json!({
+            "task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_COMPLETED"}},
+            "agentId": "inbox",
+            "chain": {
+                "parent": {"hopId": "h0", "ruleId": "to-b", "taskId": "t0",
+                    "state": "delivered", "archived": true},
+                "children": [
+                    {"hopId": "h1", "ruleId": "echo", "taskId": "t2", "state": "delivered"},
+                    {"hopId": "h2", "ruleId": "again", "state": "refused",
+                        "reason": "cycle: rule `again` already produced an ancestor"}
+                ]
+            }
+        }))
+        .unwrap();
+        let out = show(&detail, 0);
+        for want in [
+            "chained from t0 (rule to-b, delivered; archived: `countersign archive show t0`)\n",
+            "chained to   t2 (rule echo, delivered)\n",
+            "chained to   (rule again, refused: cycle: rule `again` already produced an ancestor)\n",
+        ] {
+            assert!(out.contains(want), "missing {want:?} in:\n{out}");
+        }
     }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::Engine;
 use crate::a2a::types::{Task, TaskState};
+use crate::store::dispatch::Hop;
 use crate::store::queue::{
     self as q, DecisionRecord, HistoryFilter, QueueCounts, QueueFilter, Turn,
 };
@@ -116,6 +117,46 @@ pub struct ChainLinks {
     pub children: Vec<ChainLink>,
 }
 
+impl ChainLinks {
+    /// The links of a task from the hop that started it and the hops it
+    /// fired; `kept` says whether a task is still here (not archived).
+    pub fn of<E>(
+        parent: Option<Hop>,
+        children: Vec<Hop>,
+        mut kept: impl FnMut(&str) -> Result<bool, E>,
+    ) -> Result<ChainLinks, E> {
+        let mut link = |h: Hop, other: Option<String>| -> Result<ChainLink, E> {
+            let archived = match &other {
+                Some(id) => !kept(id)?,
+                None => false,
+            };
+            Ok(ChainLink {
+                hop_id: h.id,
+                rule_id: h.rule_id,
+                task_id: other,
+                state: h.state,
+                reason: h.reason,
+                archived,
+            })
+        };
+        let parent = match parent {
+            Some(h) => {
+                let p = Some(h.parent_task_id.clone());
+                Some(link(h, p)?)
+            }
+            None => None,
+        };
+        let children = children
+            .into_iter()
+            .map(|h| {
+                let c = h.child_task_id.clone();
+                link(h, c)
+            })
+            .collect::<Result<_, E>>()?;
+        Ok(ChainLinks { parent, children })
+    }
+}
+
 /// One hop seen from a task: the task on its other end (none yet for a
 /// gated, pending, refused or push hop), the rule and how it went.
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +167,10 @@ pub struct ChainLink {
     pub task_id: Option<String>,
     pub state: String,
     pub reason: Option<String>,
+    /// Whether the task on the other end has been archived (its link leads
+    /// to the archive, not to a task here).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 /// One decided turn.
@@ -302,6 +347,19 @@ impl Engine {
         })
     }
 
+    /// The chain links of an archived task, from the hops its archive
+    /// record holds.
+    pub fn archived_chain(
+        &self,
+        parent: Option<Hop>,
+        children: Vec<Hop>,
+    ) -> Result<ChainLinks, QueryError> {
+        Ok(self
+            .inner
+            .store
+            .read_point(|conn| ChainLinks::of(parent, children, |id| tasks::kept(conn, id)))?)
+    }
+
     /// A task with its turns and decisions (whoever created it: the person
     /// sees every task).
     pub async fn task_detail(&self, task_id: &str) -> Result<TaskDetail, QueryError> {
@@ -315,33 +373,14 @@ impl Engine {
                 };
                 let turns = q::turns_of_task(conn, &tid)?;
                 let decisions = q::decisions_of_task(conn, &tid)?;
-                let links = crate::store::dispatch::links(conn, &tid)?;
+                let (parent, children) = crate::store::dispatch::links(conn, &tid)?;
+                let chain = ChainLinks::of(parent, children, |id| tasks::kept(conn, id))?;
                 let continuation = crate::store::peers::continuation(conn, &tid)?;
-                Ok(Some((head, task, turns, decisions, links, continuation)))
+                Ok(Some((head, task, turns, decisions, chain, continuation)))
             })
             .await?;
-        let (head, task, turns, decisions, (parent, children), continuation) =
+        let (head, task, turns, decisions, chain, continuation) =
             found.ok_or_else(|| QueryError::NotFound(task_id.to_owned()))?;
-        let link = |h: crate::store::dispatch::Hop, other: Option<String>| ChainLink {
-            hop_id: h.id,
-            rule_id: h.rule_id,
-            task_id: other,
-            state: h.state,
-            reason: h.reason,
-        };
-        let chain = ChainLinks {
-            parent: parent.map(|h| {
-                let p = Some(h.parent_task_id.clone());
-                link(h, p)
-            }),
-            children: children
-                .into_iter()
-                .map(|h| {
-                    let c = h.child_task_id.clone();
-                    link(h, c)
-                })
-                .collect(),
-        };
         let open_turn = turns.iter().find(|t| t.closed_ms.is_none()).cloned();
         Ok(TaskDetail {
             task,

@@ -20,6 +20,7 @@ use crate::a2a::types::{Message, PartContent, Task, TaskState};
 use crate::engine::decide::{DecideError, DecisionInput};
 use crate::engine::queue::{QueryError, QueueQuery, to_csv, to_jsonl};
 use crate::render::{self, FileRef, PartOf};
+use crate::store::dispatch::Hop;
 
 /// The routes, to be nested under `/api`.
 pub fn routes() -> Router<Shared> {
@@ -342,6 +343,35 @@ async fn archived_task(State(state): State<Shared>, Path(id): Path<String>) -> R
         if let Some(v) = rec.get(key).filter(|v| v.is_string()) {
             detail[key] = v.clone();
         }
+    }
+    with_chain(&state, &rec, detail)
+}
+
+/// The archived `detail` with its chain links (`chain` of `GET
+/// /api/tasks/{id}`), from the hops its record `rec` holds.
+fn with_chain(state: &Shared, rec: &Value, mut detail: Value) -> Response {
+    let field = |key: &str, none: Value| rec.get(key).cloned().unwrap_or(none);
+    let read =
+        serde_json::from_value::<Option<Hop>>(field("startedBy", Value::Null)).and_then(|parent| {
+            Ok((
+                parent,
+                serde_json::from_value::<Vec<Hop>>(field("hops", json!([])))?,
+            ))
+        });
+    let (parent, children) = match read {
+        Ok(hops) => hops,
+        Err(e) => {
+            let id = rec["task"]["id"].as_str().unwrap_or_default();
+            tracing::error!(task = %id, "an archived chain hop cannot be read: {e}");
+            return api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot read the archive; see the server log",
+            );
+        }
+    };
+    match state.engine.archived_chain(parent, children) {
+        Ok(links) => detail["chain"] = serde_json::to_value(links).unwrap_or_default(),
+        Err(e) => return query_error(e),
     }
     json_ok(&detail)
 }

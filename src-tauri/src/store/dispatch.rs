@@ -89,20 +89,66 @@ fn queue_pushes(
     Ok(configs.len())
 }
 
-/// The rule ids of the hops that led to a task, nearest first.
-fn ancestry(conn: &Connection, task_id: &str) -> Result<Vec<String>> {
+/// The rule ids of the hops that led to a task, nearest first: the rule of
+/// the hop that started it, then that hop's lineage (what led to its
+/// parent, stored with the hop when it fired). Read from that one hop, so
+/// loop protection holds after retention archived the task's ancestors.
+pub(super) fn ancestry(conn: &Connection, task_id: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(
-        "WITH RECURSIVE up(task_id, rule_id, depth) AS (
-             SELECT parent_task_id, rule_id, 1 FROM chain_hops WHERE child_task_id = ?1
-             UNION ALL
-             SELECT h.parent_task_id, h.rule_id, up.depth + 1
-             FROM chain_hops h JOIN up ON h.child_task_id = up.task_id
-             WHERE up.depth < 256
-         )
-         SELECT rule_id FROM up ORDER BY depth",
+        "SELECT rule_id, lineage FROM chain_hops WHERE child_task_id = ?1 ORDER BY created_ms, id",
     )?;
-    let rows = stmt.query_map([task_id], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let rows = stmt.query_map([task_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut rules = Vec::new();
+    for row in rows {
+        let (rule, lineage) = row?;
+        rules.push(rule);
+        rules.extend(parse_lineage(&lineage)?);
+    }
+    Ok(rules)
+}
+
+/// A hop's stored lineage: the rule ids that led to its parent task.
+fn parse_lineage(text: &str) -> Result<Vec<String>> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Corrupt(format!("a chain hop's lineage `{text}`: {e}")))
+}
+
+/// Migration 17: each hop's lineage, from the hops still stored (nearest
+/// first, as [`ancestry`] reads it).
+pub(super) fn backfill_lineage(conn: &Connection) -> Result<()> {
+    conn.execute_batch("ALTER TABLE chain_hops ADD COLUMN lineage TEXT NOT NULL DEFAULT '[]';")?;
+    let lineages = {
+        let mut hops = conn.prepare("SELECT id, parent_task_id FROM chain_hops")?;
+        let mut up = conn.prepare(
+            "WITH RECURSIVE up(task_id, rule_id, depth) AS (
+                 SELECT parent_task_id, rule_id, 1 FROM chain_hops WHERE child_task_id = ?1
+                 UNION ALL
+                 SELECT h.parent_task_id, h.rule_id, up.depth + 1
+                 FROM chain_hops h JOIN up ON h.child_task_id = up.task_id
+                 WHERE up.depth < 256
+             )
+             SELECT rule_id FROM up ORDER BY depth",
+        )?;
+        let rows = hops.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, parent) = row?;
+            let rules = up
+                .query_map([&parent], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            if !rules.is_empty() {
+                out.push((id, serde_json::Value::from(rules).to_string()));
+            }
+        }
+        out
+    };
+    let mut write = conn.prepare("UPDATE chain_hops SET lineage = ?2 WHERE id = ?1")?;
+    for (id, lineage) in lineages {
+        write.execute(params![id, lineage])?;
+    }
+    Ok(())
 }
 
 /// `fan_out` for the events of a task created in this same transaction,
@@ -206,6 +252,7 @@ fn fire(
     }
     let ancestors = ancestry(conn, task_id)?;
     let depth = ancestors.len() as i64 + 1;
+    let lineage = serde_json::Value::from(ancestors.as_slice()).to_string();
     let mut queued = 0;
     for rule in firing {
         let (hop_state, reason) = if ancestors.contains(&rule.id) {
@@ -233,8 +280,8 @@ fn fire(
         let inserted = conn
             .prepare_cached(
                 "INSERT OR IGNORE INTO chain_hops
-                   (id, rule_id, parent_task_id, trigger_state, depth, state, reason, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                   (id, rule_id, parent_task_id, trigger_state, depth, state, reason, created_ms, updated_ms, lineage)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
             )?
             .execute(params![
                 hop_id,
@@ -244,7 +291,8 @@ fn fire(
                 depth,
                 hop_state,
                 reason,
-                now_ms
+                now_ms,
+                lineage
             ])?;
         if inserted == 1 && hop_state == "pending" {
             queue_hop(conn, &hop_id, now_ms)?;
@@ -334,8 +382,9 @@ pub fn sync_config_rules(conn: &Connection, rules: &[ChainRule], now_ms: i64) ->
     Ok(())
 }
 
-/// One hop of a chain: a rule fired by a task.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One hop of a chain: a rule fired by a task. Archive records hold it as
+/// it serialises, and are read back into it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hop {
     pub id: String,

@@ -190,12 +190,23 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
                  UNION ALL SELECT h.id FROM chain_hops h WHERE h.parent_task_id = ?1)",
         )?
         .execute([id])?;
-        conn.prepare_cached("DELETE FROM chain_hops WHERE parent_task_id = ?1")?
-            .execute([id])?;
         // Messages, artifacts, push configs, turns and (through
         // turns) decisions cascade.
         conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
             .execute(params![id])?;
+        // Its hops go once no task here is left on either end: while the
+        // other end stays, the hop is its link to this task (in the
+        // archive now) and, for a child, the lineage loop protection
+        // reads.
+        conn.prepare_cached(
+            "DELETE FROM chain_hops
+             WHERE (parent_task_id = ?1
+                    AND (child_task_id IS NULL
+                         OR NOT EXISTS (SELECT 1 FROM tasks c WHERE c.id = child_task_id)))
+                OR (child_task_id = ?1
+                    AND NOT EXISTS (SELECT 1 FROM tasks p WHERE p.id = parent_task_id))",
+        )?
+        .execute([id])?;
     }
     Ok(deleted)
 }
@@ -213,6 +224,47 @@ mod tests {
             params![id, state, matches!(state, 6 | 8), updated_ms, continued_in],
         )
         .unwrap();
+    }
+
+    /// A hop outlives its archived end while a task here is on its other
+    /// end: a child keeps its link to its parent, and its lineage, so loop
+    /// protection still sees the rules that led to it. Once neither end is
+    /// here, the hop goes.
+    #[test]
+    fn hops_stay_while_one_end_is_here() {
+        let (_dir, c) = migrated();
+        for (id, at) in [("t1", 10), ("t2", 20), ("t3", 30)] {
+            task(&c, id, 3, at, None);
+        }
+        c.execute_batch(
+            "INSERT INTO chain_hops (id, rule_id, parent_task_id, trigger_state, child_task_id,
+                                     depth, state, created_ms, updated_ms, lineage)
+                 VALUES ('h1', 'r1', 't1', 'completed', 't2', 1, 'delivered', 1, 1, '[]'),
+                        ('h2', 'r2', 't2', 'completed', 't3', 2, 'delivered', 2, 2, '[\"r1\"]'),
+                        ('push', 'p', 't1', 'completed', NULL, 1, 'delivered', 3, 3, '[]');",
+        )
+        .unwrap();
+        let hops = |c: &Connection| -> Vec<String> {
+            c.prepare("SELECT id FROM chain_hops ORDER BY id")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        // The middle task goes: both its hops link tasks still here.
+        assert_eq!(delete(&c, &["t2".to_owned()]).unwrap(), ["t2"]);
+        assert_eq!(hops(&c), ["h1", "h2", "push"]);
+        // The first goes too: its push hop and the hop between the two
+        // archived tasks go; the last task keeps the hop that started it.
+        assert_eq!(delete(&c, &["t1".to_owned()]).unwrap(), ["t1"]);
+        assert_eq!(hops(&c), ["h2"]);
+        let (parent, _) = dispatch::links(&c, "t3").unwrap();
+        assert_eq!(parent.unwrap().parent_task_id, "t2");
+        assert_eq!(dispatch::ancestry(&c, "t3").unwrap(), ["r2", "r1"]);
+        // The last one goes: nothing links anything here any more.
+        assert_eq!(delete(&c, &["t3".to_owned()]).unwrap(), ["t3"]);
+        assert!(hops(&c).is_empty());
     }
 
     /// A task its peer left asking but that went on in a new task is

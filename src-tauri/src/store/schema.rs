@@ -253,6 +253,12 @@ const MIGRATIONS: &[Step] = &[
     UPDATE tasks SET continues =
         (SELECT o.id FROM tasks o WHERE o.continued_in = tasks.id ORDER BY o.updated_ms, o.id LIMIT 1)
         WHERE id IN (SELECT continued_in FROM tasks WHERE continued_in IS NOT NULL);"),
+    // 17: each chain hop keeps the rule ids that led to its parent task, so
+    // loop protection reads a task's ancestry from the hop that started it
+    // alone: it walked the hops up through every ancestor, and retention,
+    // deleting an archived ancestor's hops, cut the walk short (a loop
+    // whose old tasks were archived ran on).
+    Code(super::dispatch::backfill_lineage),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
@@ -448,6 +454,38 @@ mod tests {
         let want = [("alone", None), ("new", Some("old")), ("old", None)]
             .map(|(id, c)| (id.to_owned(), c.map(str::to_owned)));
         assert_eq!(continues, want);
+    }
+
+    /// Migration 17 gives each chain hop the rules that led to its parent
+    /// task, nearest first, walked up the hops stored before it.
+    #[test]
+    fn chain_hops_get_their_lineage() {
+        let (_dir, path, mut c) = at_version(16);
+        c.execute_batch(
+            "INSERT INTO chain_hops (id, rule_id, parent_task_id, trigger_state, child_task_id,
+                                     depth, state, created_ms, updated_ms)
+                 VALUES ('h1', 'r1', 't1', 'completed', 't2', 1, 'delivered', 1, 1),
+                        ('h2', 'r2', 't2', 'completed', 't3', 2, 'delivered', 2, 2),
+                        ('h3', 'r3', 't3', 'completed', NULL, 3, 'refused', 3, 3),
+                        ('h4', 'r4', 't9', 'completed', NULL, 1, 'delivered', 4, 4);",
+        )
+        .unwrap();
+        migrate(&mut c, &path).unwrap();
+        let lineages: Vec<(String, String)> = c
+            .prepare("SELECT id, lineage FROM chain_hops ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let want = [
+            ("h1", "[]"),
+            ("h2", r#"["r1"]"#),
+            ("h3", r#"["r2","r1"]"#),
+            ("h4", "[]"),
+        ]
+        .map(|(id, l)| (id.to_owned(), l.to_owned()));
+        assert_eq!(lineages, want);
     }
 
     /// The plan SQLite picks for `sql` (bound to dummy values), one step a

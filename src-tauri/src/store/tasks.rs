@@ -377,6 +377,14 @@ pub fn next_seq(conn: &Connection, task_id: &str) -> Result<i64> {
         .query_row([task_id], |r| r.get(0))?)
 }
 
+/// Whether the task `id` is in the live database (not archived, not
+/// unknown).
+pub fn kept(conn: &Connection, id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+        .exists([id])?)
+}
+
 /// Loads a whole task. `history`: `None` = all, `Some(n)` = the last n.
 pub fn load(
     conn: &Connection,
