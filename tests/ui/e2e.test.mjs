@@ -939,6 +939,62 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
     }
   });
 
+  test('once retention archives the task a chain came from, both ends still link to each other', async () => {
+    // B: an inbox the chain sends to. A: bounded to one task, with a rule
+    // that sends what its inbox approves on to B.
+    const peerB = await startServer();
+    const dir = mkdtempSync(join(tmpdir(), 'countersign-ui-chained-'));
+    const config = join(dir, 'chained.toml');
+    writeFileSync(
+      config,
+      `[outbound]\nallow = ["127.0.0.1"]\n\n[retention]\nmax_tasks = 1\n\n[[agents]]\nid = "inbox"\n\n` +
+        `[[peers]]\nid = "b"\nurl = "${peerB.base}/a2a/inbox"\n\n` +
+        `[[chains]]\nid = "to-b"\ntrigger = { agent = "inbox" }\n` +
+        `action = { kind = "send", peer = "b", template = "Approved on A: {{request.text}}" }\n`,
+    );
+    let local = await startServer({ config, dataDir: join(dir, 'data') });
+    try {
+      const parent = (await send(local.base, 'inbox', 'Ship the chained release?')).id;
+      await until(async () => (await api(local, `/api/tasks/${parent}`)).body.openTurn, 'the task to be parked');
+      const decided = await api(local, `/api/tasks/${parent}/decision`, { method: 'POST', body: JSON.stringify({ kind: 'approve' }) });
+      assert.equal(decided.status, 200, JSON.stringify(decided.body));
+      const hop = await until(async () => {
+        const to = (await api(local, `/api/tasks/${parent}`)).body.chain?.children?.[0];
+        return to?.state === 'delivered' && to.taskId ? to : null;
+      }, 'the hop to B');
+      const child = hop.taskId;
+      // On its next start, retention archives the approved task; the task
+      // it chained to stays (it waits on B).
+      await local.stop({ keepData: true });
+      local = await startServer({ config, dataDir: local.dataDir, removeOnStop: true });
+      await until(async () => (await api(local, `/api/tasks/${parent}`)).status === 404, 'the approved task to be archived');
+
+      await ui?.close();
+      ui = await openPage(browser, local.uiUrl);
+      const page = ui.page;
+      await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), child);
+      const links = page.getByTestId('chain-links');
+      await links.waitFor();
+      assert.match(await links.innerText(), new RegExp(`from\\s+${parent}\\s+rule to-b \\(it has since been archived\\)`));
+      // The link opens the archived task, which links on to the task here.
+      ui.expectError(new RegExp(`^HTTP 404 GET .*/api/tasks/${parent}$`));
+      await links.getByRole('button', { name: parent }).click();
+      await page.getByTestId('archived-banner').waitFor();
+      await page.getByText('Ship the chained release?').first().waitFor();
+      const back = page.getByTestId('chain-links');
+      await back.waitFor();
+      assert.match(await back.innerText(), new RegExp(`to\\s+${child}\\s+rule to-b · delivered`));
+      assert.equal(await back.getByTestId('chain-archived').count(), 0, 'the child is still here');
+      await back.getByRole('button', { name: child }).click();
+      await until(async () => page.url().endsWith(`#/task/${encodeURIComponent(child)}`), 'the child to open');
+      await page.getByText('Approved on A: Ship the chained release?').first().waitFor();
+      assert.equal(await page.getByTestId('archived-banner').count(), 0);
+    } finally {
+      await local.stop();
+      await peerB.stop();
+    }
+  });
+
   test('a task in neither the database nor the archive (a stale link) says so; no Retry', async () => {
     const page = await fresh();
     const id = '01900000-0000-7000-8000-00000000dead';

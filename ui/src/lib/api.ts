@@ -389,6 +389,8 @@ export interface ChainLink {
   taskId: string | null;
   state?: string;
   reason?: string | null;
+  /** Set when the task on the other end has been archived (no longer here). */
+  archived?: boolean;
 }
 
 export interface ChainLinks {
