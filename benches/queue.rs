@@ -4,7 +4,8 @@
 //!
 //! Fills a fresh SQLite file with N parked tasks (default 100,000) across
 //! three agents, then times queue pages: first page each way, a page deep in
-//! the queue (by cursor), an agent filter, a text search, and a decision.
+//! the queue (by cursor), an agent filter, a text search, recent tasks of
+//! every agent and of one, and a decision.
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -157,6 +158,23 @@ fn main() {
     for (name, q) in cases {
         let (p50, p99) = time(200, || {
             rt.block_on(engine.queue(q.clone())).expect("queue");
+        });
+        println!(
+            "{name:<36} {:>10.2} {:>10.2}",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
+    // Recent tasks (`countersign tasks`): every agent's, one agent's (a
+    // third of them), and an agent with none (the walk reads every task).
+    for (name, agent) in [
+        ("recent tasks (50)", None),
+        ("recent tasks, one agent (50)", Some("ops")),
+        ("recent tasks, an agent with none", Some("nobody")),
+    ] {
+        let (p50, p99) = time(50, || {
+            rt.block_on(engine.recent_tasks(None, None, agent.map(str::to_owned)))
+                .expect("recent tasks");
         });
         println!(
             "{name:<36} {:>10.2} {:>10.2}",

@@ -270,6 +270,28 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
     let out = cs_ok(dir, &["tasks", "--limit", "2"]).await;
     assert_eq!(listed(&out), [restart.as_str(), deploy.as_str()], "{out}");
     assert!(out.contains("(older tasks not shown"), "{out}");
+    // Recent tasks (any state) narrow by agent too, and page on.
+    let out = cs_ok(dir, &["tasks", "--agent", "inbox"]).await;
+    assert_eq!(listed(&out), [invoice.as_str()], "{out}");
+    let out = cs_ok(dir, &["tasks", "--agent", "ops", "--limit", "1"]).await;
+    assert_eq!(listed(&out), [restart.as_str()], "{out}");
+    assert!(out.contains("(older tasks not shown"), "{out}");
+    let out = cs_ok(dir, &["tasks", "--agent", "nobody"]).await;
+    assert_eq!(out, "no task matches\n");
+    let api = Api::new(&s);
+    let (_, first) = api
+        .call(reqwest::Method::GET, "/tasks?agent=ops&limit=1", None)
+        .await;
+    let cursor = first["nextCursor"].as_str().unwrap();
+    let (_, next) = api
+        .call(
+            reqwest::Method::GET,
+            &format!("/tasks?agent=ops&limit=1&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(next["items"][0]["id"], deploy.as_str(), "{next}");
+    assert!(next.get("nextCursor").is_none(), "{next}");
     let page: Value =
         serde_json::from_str(&cs_ok(dir, &parked(&["--agent", "inbox", "--json"])).await).unwrap();
     assert_eq!(page["total"], 1, "{page}");
@@ -289,7 +311,8 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
 
     // Usage errors, before anything is asked of the server.
     for args in [
-        &["tasks", "--agent", "ops"][..],
+        &["tasks", "--state", "input-required"][..],
+        &["tasks", "--search", "invoice"],
         &["tasks", "--limit", "0"],
         &["tasks", "--limit", "501"],
         &["history", "--limit", "many"],

@@ -247,8 +247,8 @@ struct TasksArgs {
     /// Only the tasks waiting for a decision.
     #[arg(long)]
     parked: bool,
-    /// Only the parked tasks of this agent.
-    #[arg(long, value_name = "AGENT", requires = "parked")]
+    /// Only the tasks of this agent.
+    #[arg(long, value_name = "AGENT")]
     agent: Option<String>,
     /// Only the parked tasks in this state.
     #[arg(long, value_name = "STATE", requires = "parked")]

@@ -258,8 +258,11 @@ pub fn queue(items: &[TurnView], total: i64, filtered: bool, now: i64) -> String
     out
 }
 
-/// Recent tasks (`GET /api/tasks`).
-pub fn tasks(items: &[TaskRow], more: bool, now: i64) -> String {
+/// Recent tasks (`GET /api/tasks`); `narrowed` when a filter picked them.
+pub fn tasks(items: &[TaskRow], more: bool, narrowed: bool, now: i64) -> String {
+    if items.is_empty() && narrowed {
+        return "no task matches\n".into();
+    }
     if items.is_empty() {
         return "no tasks yet\n".into();
     }

@@ -165,7 +165,7 @@ impl Filter {
     }
 }
 
-/// `countersign tasks [--parked [--agent A] [--state S] [--search W]] [--limit N]`:
+/// `countersign tasks [--agent A] [--parked [--state S] [--search W]] [--limit N]`:
 /// recent tasks, or those waiting for a decision.
 pub async fn tasks(
     data_dir: &Path,
@@ -196,7 +196,12 @@ pub async fn tasks(
     let items: Vec<TaskRow> =
         serde_json::from_value(page["items"].clone()).map_err(|e| unreadable("tasks", e))?;
     let more = page.get("nextCursor").is_some_and(Value::is_string);
-    Ok(Output::new(human::tasks(&items, more, now_ms())))
+    Ok(Output::new(human::tasks(
+        &items,
+        more,
+        filter.narrows(),
+        now_ms(),
+    )))
 }
 
 /// `countersign show ID`: the task, its conversation, turns and decisions;

@@ -318,12 +318,15 @@ impl Engine {
         })
     }
 
-    /// Recent tasks of every agent and caller, newest first.
+    /// Recent tasks of every agent and caller (or of one agent), newest
+    /// first.
     pub async fn recent_tasks(
         &self,
         limit: Option<usize>,
         cursor: Option<String>,
+        agent_id: Option<String>,
     ) -> Result<TaskPage, QueryError> {
+        let agent_id = agent_id.filter(|a| !a.is_empty());
         let limit = page_limit(limit)?;
         let before = cursor
             .as_deref()
@@ -333,7 +336,7 @@ impl Engine {
         let (rows, more) = self
             .inner
             .store
-            .read(move |conn| q::recent_tasks(conn, limit, before))
+            .read(move |conn| q::recent_tasks(conn, limit, before, agent_id.as_deref()))
             .await?;
         let next_cursor = if more {
             rows.last()

@@ -107,13 +107,17 @@ async fn queue(State(state): State<Shared>, Query(p): Params) -> Response {
     }
 }
 
-/// `GET /api/tasks?limit=&cursor=`: recent tasks of every agent.
+/// `GET /api/tasks?agent=&limit=&cursor=`: recent tasks of every agent, or
+/// of one.
 async fn tasks(State(state): State<Shared>, Query(p): Params) -> Response {
     let limit = match limit_param(&p) {
         Ok(l) => l,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
     };
-    match state.engine.recent_tasks(limit, param(&p, "cursor")).await {
+    let page = state
+        .engine
+        .recent_tasks(limit, param(&p, "cursor"), param(&p, "agent"));
+    match page.await {
         Ok(page) => json_ok(&page),
         Err(e) => query_error(e),
     }
