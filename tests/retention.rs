@@ -342,9 +342,8 @@ async fn an_archived_task_and_its_files_are_read_back_over_the_ui_api() {
         std::fs::File::create(&damaged).unwrap(),
         flate2::Compression::default(),
     );
-    let task = |id: &str| {
-        json!({"id": id, "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}})
-    };
+    let task =
+        |id: &str| json!({"id": id, "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}});
     let lines = [
         json!({"task": {"id": "damaged"}}),
         // Its task reads, one of its chain hops does not.
