@@ -976,6 +976,7 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
       const links = page.getByTestId('chain-links');
       await links.waitFor();
       assert.match(await links.innerText(), new RegExp(`from\\s+${parent}\\s+rule to-b \\(it has since been archived\\)`));
+      await page.screenshot({ path: join(output, 'chain-archived.png') });
       // The link opens the archived task, which links on to the task here.
       ui.expectError(new RegExp(`^HTTP 404 GET .*/api/tasks/${parent}$`));
       await links.getByRole('button', { name: parent }).click();
