@@ -631,6 +631,40 @@ describe('the approval UI', () => {
     await until(async () => /archived by hand\tInbox\b/.test(await page.getByTestId('history-row').first().innerText()), 'the new decision, live');
   });
 
+  test('tasks: every task, newest change first, live; parked ones marked; narrowed by agent; opened by keyboard', async () => {
+    const page = await fresh();
+    await page.keyboard.press('g');
+    await page.keyboard.press('t');
+    await page.getByRole('heading', { name: 'Tasks' }).waitFor();
+    await send(server.base, 'inbox', 'Renew the certificate?');
+    // A new task joins the top, live, marked as waiting for a decision.
+    const task = await send(server.base, 'ops', 'Rotate the staging keys?');
+    const rowOf = () => page.locator(`[data-testid="task-row"][data-task-id="${task.id}"]`);
+    await until(async () => /waiting for you/.test((await rowOf().innerText().catch(() => '')) ?? ''), 'the new task, live');
+    assert.equal(await page.getByTestId('task-row').first().getAttribute('data-task-id'), task.id);
+    assert.match(await rowOf().innerText(), /input\s+waiting for you\s+Ops\s+Rotate the staging keys\?/);
+    // Decided elsewhere: the row says how it ended, and no longer waits.
+    const r = await api(server, `/api/tasks/${task.id}/decision`, { method: 'POST', body: JSON.stringify({ kind: 'approve' }) });
+    assert.equal(r.status, 200);
+    await until(async () => /completed/.test(await rowOf().innerText()), 'the task completed, live');
+    assert.doesNotMatch(await rowOf().innerText(), /waiting for you/);
+    await page.screenshot({ path: join(output, 'tasks.png') });
+    // One agent's tasks only.
+    await page.locator('#t-agent').selectOption('inbox');
+    await until(async () => (await rowOf().count()) === 0, 'the ops task filtered out');
+    const agents = await page.getByTestId('task-row').locator('td:nth-child(3)').allInnerTexts();
+    assert.ok(agents.length > 0 && agents.every((a) => a === 'Inbox'), agents.join(', '));
+    await page.locator('#t-agent').selectOption('ops');
+    await rowOf().waitFor();
+    // j / k move, Enter opens the focused task.
+    await page.locator('#t-agent').blur();
+    await page.keyboard.press('j');
+    await page.keyboard.press('k');
+    await page.keyboard.press('Enter');
+    await until(async () => page.url().endsWith(`#/task/${encodeURIComponent(task.id)}`), 'the task to open');
+    await page.getByText('Rotate the staging keys?').first().waitFor();
+  });
+
   test('agents & peers: endpoints with copy buttons, a peer previewed then added with its card, a subscription URL and token', async () => {
     const peerServer = await startServer();
     try {

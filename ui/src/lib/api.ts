@@ -458,6 +458,24 @@ export interface HistoryPage {
   nextCursor?: string;
 }
 
+/** A task as the list of recent tasks shows it (`GET /api/tasks`). */
+export interface TaskSummary {
+  id: string;
+  agentId: string;
+  /** Short state name: `completed`, `input-required`, … */
+  state: string;
+  /** The first line of what its caller asked. */
+  preview: string;
+  updatedMs: number;
+  /** Waiting in the queue for a decision. */
+  parked: boolean;
+}
+
+export interface TaskPage {
+  items: TaskSummary[];
+  nextCursor?: string;
+}
+
 export interface Agent {
   /** `{id}`, or `{tenant}/{id}` for an agent of a tenant. */
   id: string;
@@ -654,6 +672,11 @@ export class Api {
     const r = await this.transport.request('GET', path);
     if (r.status !== 200) throw new ApiError(r.status, errorMessage(r.status, r.body), r.body);
     return r.blob ?? new Blob([JSON.stringify(r.body)], { type: 'application/json' });
+  }
+
+  /** Recent tasks of every agent (or of one), newest change first. */
+  tasks(q: { agent?: string; limit?: number; cursor?: string } = {}): Promise<TaskPage> {
+    return this.call('GET', '/api/tasks' + qs(q));
   }
 
   history(q: { agent?: string; q?: string; limit?: number; cursor?: string } = {}): Promise<HistoryPage> {

@@ -6,13 +6,14 @@ import { get, writable, type Readable, type Writable } from 'svelte/store';
 import type { Api, ApiEvent, StorageState } from './api';
 import { createChains, type ChainsStore } from './chains';
 import { createHistory, type HistoryStore } from './history';
+import { createTasks, type TasksStore } from './tasks';
 import { createPeers, knows, nameOf, type PeersStore } from './peers';
 import { createQueue, type QueueStore } from './queue';
 import { createSettings, type SettingsStore } from './settings';
 import { createTask, type TaskStore } from './task';
 import { createNotifier } from './notify';
 
-export type Screen = 'queue' | 'task' | 'history' | 'agents' | 'chains' | 'settings';
+export type Screen = 'queue' | 'task' | 'tasks' | 'history' | 'agents' | 'chains' | 'settings';
 
 export interface Route {
   screen: Screen;
@@ -25,7 +26,7 @@ export function parseRoute(hash: string): Route {
   if (!m) return { screen: 'queue' };
   const screen = m[1] as Screen;
   if (screen === 'task' && m[2]) return { screen, taskId: decodeURIComponent(m[2]) };
-  if (['queue', 'history', 'agents', 'chains', 'settings'].includes(screen)) return { screen };
+  if (['queue', 'tasks', 'history', 'agents', 'chains', 'settings'].includes(screen)) return { screen };
   return { screen: 'queue' };
 }
 
@@ -38,6 +39,8 @@ export interface App {
   queue: QueueStore;
   task: TaskStore;
   history: HistoryStore;
+  /** Recent tasks of every agent (the Tasks screen). */
+  tasks: TasksStore;
   peers: PeersStore;
   chains: ChainsStore;
   settings: SettingsStore;
@@ -59,6 +62,7 @@ export function createApp(api: Api): App {
   const queue = createQueue(api);
   const task = createTask(api);
   const history = createHistory(api);
+  const tasks = createTasks(api);
   const peers = createPeers(api);
   const chains = createChains(api);
   const settings = createSettings(api);
@@ -90,6 +94,7 @@ export function createApp(api: Api): App {
   }
 
   let historyTimer: ReturnType<typeof setTimeout> | null = null;
+  let tasksTimer: ReturnType<typeof setTimeout> | null = null;
   function dispatch(ev: ApiEvent): void {
     if (ev.kind === 'storage') {
       storage.set(storageState(ev));
@@ -108,6 +113,13 @@ export function createApp(api: Api): App {
         void history.refresh();
       }, 300);
     }
+    // Any task that changes moves to the top of the recent tasks.
+    if (get(tasks).loaded && ev.taskId && ev.state && !tasksTimer) {
+      tasksTimer = setTimeout(() => {
+        tasksTimer = null;
+        void tasks.refresh();
+      }, 300);
+    }
   }
 
   function resync(): void {
@@ -121,6 +133,7 @@ export function createApp(api: Api): App {
     void queue.resync();
     void task.reload();
     if (get(history).loaded) void history.refresh();
+    if (get(tasks).loaded) void tasks.refresh();
     if (get(chains).loaded && !get(chains).unavailable) void chains.loadHops();
   }
 
@@ -129,6 +142,7 @@ export function createApp(api: Api): App {
     queue,
     task,
     history,
+    tasks,
     peers,
     chains,
     settings,

@@ -10,8 +10,8 @@ export interface KeyHelp {
 }
 
 export const KEYS: KeyHelp[] = [
-  { keys: 'j / k', what: 'next / previous item', where: 'queue, task, history' },
-  { keys: 'Enter', what: 'open the focused task', where: 'queue, history' },
+  { keys: 'j / k', what: 'next / previous item', where: 'queue, task, tasks, history' },
+  { keys: 'Enter', what: 'open the focused task', where: 'queue, tasks, history' },
   { keys: 'a', what: 'approve (then Enter; optional comment)', where: 'queue, task' },
   { keys: 'r', what: 'reply (Ctrl+Enter sends)', where: 'queue, task' },
   { keys: 'x', what: 'reject (then Enter; optional reason)', where: 'queue, task' },
@@ -23,6 +23,7 @@ export const KEYS: KeyHelp[] = [
   { keys: 'Esc', what: 'cancel, close, back to the queue', where: 'everywhere' },
   { keys: '/', what: 'search', where: 'queue, history' },
   { keys: 'g q', what: 'go to the queue', where: 'everywhere' },
+  { keys: 'g t', what: 'go to the recent tasks', where: 'everywhere' },
   { keys: 'g h', what: 'go to the history', where: 'everywhere' },
   { keys: 'g a', what: 'go to agents & peers', where: 'everywhere' },
   { keys: 'g c', what: 'go to chains', where: 'everywhere' },
