@@ -13,7 +13,7 @@ use countersign::a2a::types::{Message, Part, TaskState, TaskStatus, format_times
 use countersign::config::Config;
 use countersign::engine::Engine;
 use countersign::engine::decide::DecisionInput;
-use countersign::engine::queue::QueueQuery;
+use countersign::engine::queue::{QueueQuery, TasksQuery};
 use countersign::store::queue::sync_turn;
 use countersign::store::tasks::{NewTask, append_message, insert_task};
 use countersign::store::{Durability, Store};
@@ -173,7 +173,11 @@ fn main() {
         ("recent tasks, an agent with none", Some("nobody")),
     ] {
         let (p50, p99) = time(50, || {
-            rt.block_on(engine.recent_tasks(None, None, agent.map(str::to_owned)))
+            let query = TasksQuery {
+                agent_id: agent.map(str::to_owned),
+                ..Default::default()
+            };
+            rt.block_on(engine.recent_tasks(query))
                 .expect("recent tasks");
         });
         println!(

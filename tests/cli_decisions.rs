@@ -301,6 +301,18 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
     cs_ok(dir, &["approve", &restart, "--comment", "quietly"]).await;
     let out = cs_ok(dir, &["history", "--agent", "ops"]).await;
     assert_eq!(listed(&out), [restart.as_str(), deploy.as_str()], "{out}");
+    // Recent tasks by the state they ended in.
+    let out = cs_ok(dir, &["tasks", "--state", "rejected"]).await;
+    assert_eq!(listed(&out), [deploy.as_str()], "{out}");
+    let out = cs_ok(dir, &["tasks", "--state", "completed", "--agent", "ops"]).await;
+    assert_eq!(listed(&out), [restart.as_str()], "{out}");
+    let out = cs_ok(dir, &["tasks", "--state", "input-required"]).await;
+    assert_eq!(out, "no task matches\n");
+    let (status, body) = api
+        .call(reqwest::Method::GET, "/tasks?state=done", None)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["message"], "unknown state `done`");
     let out = cs_ok(dir, &["history", "--search", "friday"]).await;
     assert_eq!(listed(&out), [deploy.as_str()], "{out}");
     let out = cs_ok(dir, &["history", "--search", "nothing-like-it"]).await;
@@ -311,7 +323,8 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
 
     // Usage errors, before anything is asked of the server.
     for args in [
-        &["tasks", "--state", "input-required"][..],
+        &["tasks", "--state", "done"][..],
+        &["tasks", "--parked", "--state", "completed"],
         &["tasks", "--search", "invoice"],
         &["tasks", "--limit", "0"],
         &["tasks", "--limit", "501"],

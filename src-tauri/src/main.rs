@@ -250,9 +250,10 @@ struct TasksArgs {
     /// Only the tasks of this agent.
     #[arg(long, value_name = "AGENT")]
     agent: Option<String>,
-    /// Only the parked tasks in this state.
-    #[arg(long, value_name = "STATE", requires = "parked")]
-    state: Option<cli::ParkedState>,
+    /// Only the tasks in this state (with --parked: input-required or
+    /// auth-required).
+    #[arg(long, value_name = "STATE")]
+    state: Option<cli::StateArg>,
     /// Only the parked tasks whose request or answers hold every word (the
     /// last may be the start of one).
     #[arg(long, value_name = "WORDS", requires = "parked")]

@@ -656,6 +656,12 @@ describe('the approval UI', () => {
     assert.ok(agents.length > 0 && agents.every((a) => a === 'Inbox'), agents.join(', '));
     await page.locator('#t-agent').selectOption('ops');
     await rowOf().waitFor();
+    // …in one state.
+    await page.locator('#t-state').selectOption('failed');
+    await until(async () => (await rowOf().count()) === 0, 'the completed task filtered out');
+    await page.locator('#t-state').selectOption('completed');
+    await rowOf().waitFor();
+    await page.locator('#t-state').blur();
     // j / k move, Enter opens the focused task.
     await page.locator('#t-agent').blur();
     await page.keyboard.press('j');

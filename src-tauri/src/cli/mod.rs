@@ -116,20 +116,49 @@ fn unreadable(what: &str, e: serde_json::Error) -> CliError {
     CliError::Server(format!("cannot read the {what} the instance sent: {e}"))
 }
 
-/// A state a parked task waits in (`tasks --parked --state`).
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ParkedState {
+/// A task state to list (`tasks --state`; with `--parked`, one of the two a
+/// parked task waits in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateArg {
+    /// Received, not started.
+    Submitted,
+    /// Being worked on.
+    Working,
     /// Waiting for an answer or an approval.
     InputRequired,
     /// Waiting for the person to sign in somewhere.
     AuthRequired,
+    /// Done.
+    Completed,
+    /// Ended in an error.
+    Failed,
+    /// Refused (by the agent, or by you).
+    Rejected,
+    /// Called off.
+    Canceled,
+}
+
+impl StateArg {
+    /// Its name in the API (`input-required`).
+    fn name(self) -> &'static str {
+        match self {
+            StateArg::Submitted => "submitted",
+            StateArg::Working => "working",
+            StateArg::InputRequired => "input-required",
+            StateArg::AuthRequired => "auth-required",
+            StateArg::Completed => "completed",
+            StateArg::Failed => "failed",
+            StateArg::Rejected => "rejected",
+            StateArg::Canceled => "canceled",
+        }
+    }
 }
 
 /// What `tasks` and `history` narrow their list to.
 #[derive(Debug, Default)]
 pub struct Filter {
     pub agent: Option<String>,
-    pub state: Option<ParkedState>,
+    pub state: Option<StateArg>,
     pub search: Option<String>,
     pub limit: Option<usize>,
 }
@@ -137,10 +166,7 @@ pub struct Filter {
 impl Filter {
     /// The query of the UI API's list endpoints.
     fn query(&self) -> Vec<(&'static str, String)> {
-        let state = self.state.map(|s| match s {
-            ParkedState::InputRequired => "input-required".to_owned(),
-            ParkedState::AuthRequired => "auth-required".to_owned(),
-        });
+        let state = self.state.map(|s| s.name().to_owned());
         [
             ("agent", self.agent.clone()),
             ("state", state),
@@ -165,7 +191,7 @@ impl Filter {
     }
 }
 
-/// `countersign tasks [--agent A] [--parked [--state S] [--search W]] [--limit N]`:
+/// `countersign tasks [--agent A] [--state S] [--parked [--search W]] [--limit N]`:
 /// recent tasks, or those waiting for a decision.
 pub async fn tasks(
     data_dir: &Path,
@@ -173,6 +199,16 @@ pub async fn tasks(
     filter: &Filter,
     json: bool,
 ) -> Result<Output, CliError> {
+    if let Some(s) = filter.state
+        && parked
+        && !matches!(s, StateArg::InputRequired | StateArg::AuthRequired)
+    {
+        return Err(CliError::Usage(format!(
+            "a parked task waits in input-required or auth-required, not {}: leave out --parked to list {} tasks",
+            s.name(),
+            s.name()
+        )));
+    }
     let api = Api::connect(data_dir)?;
     if parked {
         let page = filter.list(&api, "queue").await?;

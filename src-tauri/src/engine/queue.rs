@@ -79,6 +79,15 @@ pub struct QueuePage {
     pub next_cursor: Option<String>,
 }
 
+/// What `GET /api/tasks` lists: recent tasks, narrowed.
+#[derive(Debug, Clone, Default)]
+pub struct TasksQuery {
+    pub agent_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
 /// A task with everything a person needs to decide on it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -318,14 +327,15 @@ impl Engine {
         })
     }
 
-    /// Recent tasks of every agent and caller (or of one agent), newest
-    /// first.
-    pub async fn recent_tasks(
-        &self,
-        limit: Option<usize>,
-        cursor: Option<String>,
-        agent_id: Option<String>,
-    ) -> Result<TaskPage, QueryError> {
+    /// Recent tasks of every agent and caller (or of one agent, in one
+    /// state), newest first.
+    pub async fn recent_tasks(&self, query: TasksQuery) -> Result<TaskPage, QueryError> {
+        let TasksQuery {
+            agent_id,
+            state,
+            limit,
+            cursor,
+        } = query;
         let agent_id = agent_id.filter(|a| !a.is_empty());
         let limit = page_limit(limit)?;
         let before = cursor
@@ -336,7 +346,7 @@ impl Engine {
         let (rows, more) = self
             .inner
             .store
-            .read(move |conn| q::recent_tasks(conn, limit, before, agent_id.as_deref()))
+            .read(move |conn| q::recent_tasks(conn, limit, before, agent_id.as_deref(), state))
             .await?;
         let next_cursor = if more {
             rows.last()

@@ -18,7 +18,7 @@ use super::Shared;
 use super::ui_api::{api_error, json_ok, store_error};
 use crate::a2a::types::{Message, PartContent, Task, TaskState};
 use crate::engine::decide::{DecideError, DecisionInput};
-use crate::engine::queue::{QueryError, QueueQuery, to_csv, to_jsonl};
+use crate::engine::queue::{QueryError, QueueQuery, TasksQuery, to_csv, to_jsonl};
 use crate::render::{self, FileRef, PartOf};
 use crate::store::dispatch::Hop;
 
@@ -76,12 +76,9 @@ async fn queue(State(state): State<Shared>, Query(p): Params) -> Response {
         Ok(l) => l,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
     };
-    let task_state = match param(&p, "state") {
-        None => None,
-        Some(s) => match TaskState::parse(&s) {
-            Some(st) => Some(st),
-            None => return api_error(StatusCode::BAD_REQUEST, format!("unknown state `{s}`")),
-        },
+    let task_state = match state_param(&p) {
+        Ok(s) => s,
+        Err(resp) => return *resp,
     };
     let newest_first = match param(&p, "sort").as_deref() {
         None | Some("oldest") => false,
@@ -107,17 +104,38 @@ async fn queue(State(state): State<Shared>, Query(p): Params) -> Response {
     }
 }
 
-/// `GET /api/tasks?agent=&limit=&cursor=`: recent tasks of every agent, or
-/// of one.
+/// The `state` parameter: a task state, by its short or proto name.
+fn state_param(p: &HashMap<String, String>) -> Result<Option<TaskState>, Box<Response>> {
+    match param(p, "state") {
+        None => Ok(None),
+        Some(s) => match TaskState::parse(&s) {
+            Some(st) => Ok(Some(st)),
+            None => Err(Box::new(api_error(
+                StatusCode::BAD_REQUEST,
+                format!("unknown state `{s}`"),
+            ))),
+        },
+    }
+}
+
+/// `GET /api/tasks?agent=&state=&limit=&cursor=`: recent tasks of every
+/// agent, or of one, in one state.
 async fn tasks(State(state): State<Shared>, Query(p): Params) -> Response {
     let limit = match limit_param(&p) {
         Ok(l) => l,
         Err(m) => return api_error(StatusCode::BAD_REQUEST, m),
     };
-    let page = state
-        .engine
-        .recent_tasks(limit, param(&p, "cursor"), param(&p, "agent"));
-    match page.await {
+    let task_state = match state_param(&p) {
+        Ok(s) => s,
+        Err(resp) => return *resp,
+    };
+    let query = TasksQuery {
+        agent_id: param(&p, "agent"),
+        state: task_state,
+        limit,
+        cursor: param(&p, "cursor"),
+    };
+    match state.engine.recent_tasks(query).await {
         Ok(page) => json_ok(&page),
         Err(e) => query_error(e),
     }

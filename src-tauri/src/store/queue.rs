@@ -719,22 +719,25 @@ pub(super) const RECENT_TASKS: &str =
     "SELECT id, agent_id, state, updated_ms, parked, rowid FROM tasks
          WHERE (updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2))
            AND (?4 IS NULL OR agent_id = ?4)
+           AND (?5 IS NULL OR state = ?5)
          ORDER BY updated_ms DESC, rowid DESC LIMIT ?3";
 
-/// Recent tasks of every agent (or of `agent` alone), newest status first,
-/// keyset-paged on `(updated_ms, rowid)`; each with its position key. One
-/// agent's tasks are picked out of the walk over every task by time, which
-/// reads past the others: the price of not indexing each new task once
-/// more.
+/// Recent tasks of every agent (or of `agent` alone, in `state` alone),
+/// newest status first, keyset-paged on `(updated_ms, rowid)`; each with
+/// its position key. One agent's or one state's tasks are picked out of the
+/// walk over every task by time, which reads past the others: the price of
+/// not indexing each new task once more.
 pub fn recent_tasks(
     conn: &Connection,
     limit: usize,
     before: Option<(i64, i64)>,
     agent: Option<&str>,
+    state: Option<TaskState>,
 ) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
     let (ms, pos) = before.unwrap_or((i64::MAX, i64::MAX));
     let mut stmt = conn.prepare_cached(RECENT_TASKS)?;
-    let rows = stmt.query_map(params![ms, pos, (limit + 1) as i64, agent], |r| {
+    let state = state.map(TaskState::number);
+    let rows = stmt.query_map(params![ms, pos, (limit + 1) as i64, agent, state], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,

@@ -540,11 +540,14 @@ mod tests {
     fn recent_tasks_walk_an_index_without_sorting() {
         let (_dir, path, mut c) = at_version(0);
         migrate(&mut c, &path).unwrap();
-        // Every agent's, and one agent's.
-        for args in [
-            [Some(10), Some(10), Some(51), None],
-            [Some(10), Some(10), Some(51), Some(7)],
+        // Every agent's, one agent's, one state's, both.
+        for [agent, state] in [
+            [None, None],
+            [Some(7), None],
+            [None, Some(3)],
+            [Some(7), Some(3)],
         ] {
+            let args = [Some(10), Some(10), Some(51), agent, state];
             let plan = plan(&c, super::super::queue::RECENT_TASKS, &args);
             assert!(plan.contains("USING INDEX tasks_recent"), "{plan}");
             assert!(!plan.contains("TEMP B-TREE"), "{plan}");

@@ -674,8 +674,8 @@ export class Api {
     return r.blob ?? new Blob([JSON.stringify(r.body)], { type: 'application/json' });
   }
 
-  /** Recent tasks of every agent (or of one), newest change first. */
-  tasks(q: { agent?: string; limit?: number; cursor?: string } = {}): Promise<TaskPage> {
+  /** Recent tasks of every agent (or of one, in one state), newest change first. */
+  tasks(q: { agent?: string; state?: string; limit?: number; cursor?: string } = {}): Promise<TaskPage> {
     return this.call('GET', '/api/tasks' + qs(q));
   }
 

@@ -13,11 +13,16 @@ describe('recent tasks store', () => {
       json(200, path.includes('cursor') ? { items: [row('t1')] } : { items: [row('t2')], nextCursor: 'c1' }),
     );
     const t = createTasks(new Api(m));
-    await t.setFilter({ agent: 'ops' });
+    await t.setFilter({ agent: 'ops', state: 'failed' });
     await t.loadMore();
     await t.loadMore(); // the last page: nothing more is asked
     expect(get(t).items.map((x) => x.id)).toEqual(['t2', 't1']);
-    expect(m.paths()).toEqual(['/api/tasks?agent=ops&limit=200', '/api/tasks?agent=ops&limit=200&cursor=c1']);
+    await t.setFilter({ agent: '' });
+    expect(m.paths()).toEqual([
+      '/api/tasks?agent=ops&state=failed&limit=200',
+      '/api/tasks?agent=ops&state=failed&limit=200&cursor=c1',
+      '/api/tasks?state=failed&limit=200',
+    ]);
   });
 
   it('a task that changed moves to the top once, and the cursor stays on its row', async () => {

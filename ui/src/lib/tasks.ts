@@ -5,15 +5,29 @@ import { createPages, type PagesState, type PagesStore } from './pages';
 
 export interface TasksFilter {
   agent: string;
+  /** A short state name (`failed`), or '' for every state. */
+  state: string;
 }
+
+/** The states the list can be narrowed to, in the order a person thinks of them. */
+export const TASK_STATES = [
+  'working',
+  'input-required',
+  'auth-required',
+  'completed',
+  'failed',
+  'rejected',
+  'canceled',
+  'submitted',
+] as const;
 
 export type TasksState = PagesState<TaskSummary, TasksFilter>;
 export type TasksStore = PagesStore<TaskSummary, TasksFilter>;
 
 export function createTasks(api: Api): TasksStore {
   return createPages<TaskSummary, TasksFilter>(
-    { agent: '' },
-    (f, cursor) => api.tasks({ agent: f.agent || undefined, limit: 200, cursor }),
+    { agent: '', state: '' },
+    (f, cursor) => api.tasks({ agent: f.agent || undefined, state: f.state || undefined, limit: 200, cursor }),
     (t) => t.id,
   );
 }
