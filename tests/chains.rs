@@ -94,6 +94,32 @@ async fn eventually<T: std::fmt::Debug>(
     panic!("{what}: never happened; last seen {last:#?}");
 }
 
+/// Sends `text` to `a`'s inbox and approves the task from the CLI, as the
+/// person would; returns the task's id.
+async fn approved(a: &Server, message_id: &str, text: &str) -> String {
+    let sent = a
+        .client()
+        .rpc_ok(
+            "inbox",
+            "SendMessage",
+            json!({"message": message(message_id, text)}),
+        )
+        .await;
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    run_cli_ok(&a.data_dir, &["approve", &id], Duration::from_secs(30)).await;
+    id
+}
+
+/// The hops of an instance, once one was refused.
+async fn once_refused(dir: &Path) -> Vec<Value> {
+    eventually(
+        "the loop is refused",
+        || hops(dir),
+        |h| h.iter().any(|h| h["state"] == "refused"),
+    )
+    .await
+}
+
 async fn hops(dir: &Path) -> Vec<Value> {
     cli_json(dir, &["chains", "hops"]).await["hops"]
         .as_array()
@@ -117,16 +143,8 @@ async fn an_approved_task_chains_to_a_peer_gates_wait_and_loops_are_refused() {
     assert!(refused.stderr.contains("config file"), "{refused:?}");
 
     // A caller asks A's inbox; the person approves; the result goes to B.
+    let parent = approved(&a, "m-ship", "Ship v2?").await;
     let c = a.client();
-    let sent = c
-        .rpc_ok(
-            "inbox",
-            "SendMessage",
-            json!({"message": message("m-ship", "Ship v2?")}),
-        )
-        .await;
-    let parent = sent["task"]["id"].as_str().unwrap().to_owned();
-    run_cli_ok(&da, &["approve", &parent], Duration::from_secs(30)).await;
     let on_b = eventually("the hop arrives at B", || parked(&db), |p| p.len() == 1).await;
     assert!(
         on_b[0].1.contains("Approved on A: Ship v2?") && on_b[0].1.contains(&parent),
@@ -177,12 +195,7 @@ async fn an_approved_task_chains_to_a_peer_gates_wait_and_loops_are_refused() {
     // …and, when that one completes too, `echo` would fire a second time in
     // the same chain: refused as a cycle.
     run_cli_ok(&db, &["approve", &on_b[0].0], Duration::from_secs(30)).await;
-    let all = eventually(
-        "the loop is refused",
-        || hops(&da),
-        |h| h.iter().any(|h| h["state"] == "refused"),
-    )
-    .await;
+    let all = once_refused(&da).await;
     let refused: Vec<&Value> = all.iter().filter(|h| h["state"] == "refused").collect();
     assert_eq!(refused.len(), 1, "{all:#?}");
     assert_eq!(refused[0]["ruleId"], "echo");
@@ -264,16 +277,7 @@ async fn chain_links_and_loop_protection_outlive_retention() {
     );
     let a = Server::start(Some(&config));
     let (da, db) = (a.data_dir.clone(), b.data_dir.clone());
-    let sent = a
-        .client()
-        .rpc_ok(
-            "inbox",
-            "SendMessage",
-            json!({"message": message("m-keep", "Keep the links?")}),
-        )
-        .await;
-    let parent = sent["task"]["id"].as_str().unwrap().to_owned();
-    run_cli_ok(&da, &["approve", &parent], Duration::from_secs(30)).await;
+    let parent = approved(&a, "m-keep", "Keep the links?").await;
     let on_b = eventually("the hop arrives at B", || parked(&db), |p| p.len() == 1).await;
 
     // The approved task is archived; the task it chained to still links
@@ -316,12 +320,7 @@ async fn chain_links_and_loop_protection_outlive_retention() {
     // When that one completes, `echo` would fire a second time in the same
     // chain: refused as a cycle, its archived ancestors notwithstanding.
     run_cli_ok(&db, &["approve", &on_b[0].0], Duration::from_secs(30)).await;
-    let all = eventually(
-        "the loop is refused",
-        || hops(&da),
-        |h| h.iter().any(|h| h["state"] == "refused"),
-    )
-    .await;
+    let all = once_refused(&da).await;
     let refused: Vec<&Value> = all.iter().filter(|h| h["state"] == "refused").collect();
     assert_eq!(refused[0]["ruleId"], "echo", "{all:#?}");
     assert!(
@@ -699,22 +698,8 @@ action = {{ kind = "send", peer = "p", template = "again" }}
 "#
     )));
     let da = a.data_dir.clone();
-    let sent = a
-        .client()
-        .rpc_ok(
-            "inbox",
-            "SendMessage",
-            json!({"message": message("m-1", "start")}),
-        )
-        .await;
-    let parent = sent["task"]["id"].as_str().unwrap().to_owned();
-    run_cli_ok(&da, &["approve", &parent], Duration::from_secs(30)).await;
-    let all = eventually(
-        "the loop is refused",
-        || hops(&da),
-        |h| h.iter().any(|h| h["state"] == "refused"),
-    )
-    .await;
+    approved(&a, "m-1", "start").await;
+    let all = once_refused(&da).await;
     let again: Vec<&Value> = all.iter().filter(|h| h["ruleId"] == "again").collect();
     assert_eq!(again.len(), 2, "{all:#?}");
     let first = again

@@ -69,6 +69,23 @@ async function fresh(opts) {
 
 const row = (page, taskId) => page.locator(`.qrow[data-task-id="${taskId}"]`);
 
+/** Restarts `local` on its data dir (retention runs as it starts) and waits
+ *  until task `id` has left its database; returns the restarted server. */
+async function restartUntilArchived(local, config, id, what) {
+  await local.stop({ keepData: true });
+  const restarted = await startServer({ config, dataDir: local.dataDir, removeOnStop: true });
+  await until(async () => (await api(restarted, `/api/tasks/${id}`)).status === 404, what);
+  return restarted;
+}
+
+/** A fresh page on server `s`'s UI, showing task `id`. */
+async function openTask(s, id) {
+  await ui?.close();
+  ui = await openPage(browser, s.uiUrl);
+  await ui.page.evaluate((t) => (location.hash = `#/task/${encodeURIComponent(t)}`), id);
+  return ui.page;
+}
+
 /**
  * Holds back the page's requests to `url` until the returned function is
  * called (a late answer, a late stream).
@@ -947,14 +964,8 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
     let local = await startServer({ config, dataDir: join(dir, 'data') });
     try {
       const { first, next } = await peer.continued(local);
-      await local.stop({ keepData: true });
-      local = await startServer({ config, dataDir: local.dataDir, removeOnStop: true });
-      await until(async () => (await api(local, `/api/tasks/${first}`)).status === 404, 'the first task to be archived');
-
-      await ui?.close();
-      ui = await openPage(browser, local.uiUrl);
-      const page = ui.page;
-      await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), next);
+      local = await restartUntilArchived(local, config, first, 'the first task to be archived');
+      const page = await openTask(local, next);
       const links = page.getByTestId('continuation');
       await links.waitFor();
       assert.match(
@@ -1005,14 +1016,8 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
       const child = hop.taskId;
       // On its next start, retention archives the approved task; the task
       // it chained to stays (it waits on B).
-      await local.stop({ keepData: true });
-      local = await startServer({ config, dataDir: local.dataDir, removeOnStop: true });
-      await until(async () => (await api(local, `/api/tasks/${parent}`)).status === 404, 'the approved task to be archived');
-
-      await ui?.close();
-      ui = await openPage(browser, local.uiUrl);
-      const page = ui.page;
-      await page.evaluate((id) => (location.hash = `#/task/${encodeURIComponent(id)}`), child);
+      local = await restartUntilArchived(local, config, parent, 'the approved task to be archived');
+      const page = await openTask(local, child);
       const links = page.getByTestId('chain-links');
       await links.waitFor();
       assert.match(await links.innerText(), new RegExp(`from\\s+${parent}\\s+rule to-b \\(it has since been archived\\)`));
