@@ -1035,6 +1035,13 @@ steps = [{ status = { state = "input-required", text = "Ship to which region?" }
       await until(async () => page.url().endsWith(`#/task/${encodeURIComponent(child)}`), 'the child to open');
       await page.getByText('Approved on A: Ship the chained release?').first().waitFor();
       assert.equal(await page.getByTestId('archived-banner').count(), 0);
+      // The list of hops says which end was archived.
+      await page.keyboard.press('g');
+      await page.keyboard.press('c');
+      const listed = page.getByTestId(`hop-${hop.hopId}`);
+      await listed.waitFor();
+      assert.match(await listed.getByTestId('hop-from').innerText(), /\(archived\)/);
+      assert.equal(await listed.getByTestId('hop-to').getByTestId('hop-archived').count(), 0);
     } finally {
       await local.stop();
       await peerB.stop();

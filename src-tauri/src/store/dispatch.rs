@@ -444,9 +444,10 @@ pub fn hop(conn: &Connection, id: &str) -> Result<Option<Hop>> {
 pub struct ListedHop {
     #[serde(flatten)]
     pub hop: Hop,
-    /// The task that fired the hop (`None` once it was deleted).
+    /// The task that fired the hop (`None` once retention archived it).
     pub parent: Option<TaskLabel>,
-    /// The task the hop started, if it started one and it is still kept.
+    /// The task the hop started, if it started one and it is still here
+    /// (not archived).
     pub child: Option<TaskLabel>,
 }
 
