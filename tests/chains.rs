@@ -288,6 +288,12 @@ async fn chain_links_and_loop_protection_outlive_retention() {
     assert_eq!(to["state"], "delivered", "{gone}");
     let child = to["taskId"].as_str().unwrap().to_owned();
     assert!(to.get("archived").is_none(), "the child is here: {gone}");
+    // The archive files alone (no server asked) print the same link.
+    let offline = run_cli_ok(&da, &["archive", "show", &parent], Duration::from_secs(30)).await;
+    assert!(
+        offline.contains(&format!("chained to   {child} (rule to-b, delivered)\n")),
+        "{offline}"
+    );
     let here = cli_json(&da, &["show", &child]).await;
     assert!(here["archivedAt"].is_null(), "{here}");
     let from = &here["chain"]["parent"];

@@ -1,12 +1,14 @@
-//! `countersign archive list|export`: reads the archive files in the data
+//! `countersign archive list|export|show`: reads the archive files in the data
 //! dir directly. They are append-only files the server only ever adds
 //! complete gzip members to, so reading them needs neither the database nor
 //! a running server (an archive is most often read after the fact).
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 
 use super::{CliError, Output, human};
 use crate::archive::{self, ExportFilter};
+use crate::engine::queue::ChainLinks;
 
 /// The shape `archive export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,8 +103,17 @@ pub fn archive_show(data_dir: &Path, id: &str, json: bool) -> Result<Output, Cli
     if json {
         return Ok(Output::json(&rec));
     }
-    let view: human::TaskDetailView = serde_json::from_value(rec)
-        .map_err(|e| CliError::Server(format!("cannot read the archived record of `{id}`: {e}")))?;
+    let unreadable = |e: serde_json::Error| {
+        CliError::Server(format!("cannot read the archived record of `{id}`: {e}"))
+    };
+    // Its chain links as `show` reads them; with no server at hand, whether
+    // the tasks at their other ends were archived too is not known.
+    let (parent, children) = crate::store::retention::record_hops(&rec).map_err(unreadable)?;
+    let chain = ChainLinks::of(parent, children, |_| Ok::<bool, Infallible>(true))
+        .unwrap_or_else(|never| match never {});
+    let mut rec = rec;
+    rec["chain"] = serde_json::to_value(chain).map_err(unreadable)?;
+    let view: human::TaskDetailView = serde_json::from_value(rec).map_err(unreadable)?;
     Ok(Output::new(human::show(&view, crate::clock::now_ms())))
 }
 

@@ -20,7 +20,6 @@ use crate::a2a::types::{Message, PartContent, Task, TaskState};
 use crate::engine::decide::{DecideError, DecisionInput};
 use crate::engine::queue::{QueryError, QueueQuery, TasksQuery, to_csv, to_jsonl};
 use crate::render::{self, FileRef, PartOf};
-use crate::store::dispatch::Hop;
 
 /// The routes, to be nested under `/api`.
 pub fn routes() -> Router<Shared> {
@@ -372,15 +371,7 @@ async fn archived_task(State(state): State<Shared>, Path(id): Path<String>) -> R
 /// The archived `detail` with its chain links (`chain` of `GET
 /// /api/tasks/{id}`), from the hops its record `rec` holds.
 fn with_chain(state: &Shared, rec: &Value, mut detail: Value) -> Response {
-    let field = |key: &str, none: Value| rec.get(key).cloned().unwrap_or(none);
-    let read =
-        serde_json::from_value::<Option<Hop>>(field("startedBy", Value::Null)).and_then(|parent| {
-            Ok((
-                parent,
-                serde_json::from_value::<Vec<Hop>>(field("hops", json!([])))?,
-            ))
-        });
-    let (parent, children) = match read {
+    let (parent, children) = match crate::store::retention::record_hops(rec) {
         Ok(hops) => hops,
         Err(e) => {
             let id = rec["task"]["id"].as_str().unwrap_or_default();

@@ -158,6 +158,18 @@ pub fn record(conn: &Connection, id: &str, now_ms: i64) -> Result<Option<(i64, V
     Ok(Some((updated_ms, rec)))
 }
 
+/// The hops a [`record`] holds: the one that started its task and those the
+/// task fired (none in a record from before records held them).
+pub fn record_hops(rec: &Value) -> serde_json::Result<(Option<dispatch::Hop>, Vec<dispatch::Hop>)> {
+    let field = |key: &str| rec.get(key).cloned().unwrap_or(Value::Null);
+    let parent = serde_json::from_value(field("startedBy"))?;
+    let children = match field("hops") {
+        Value::Null => Vec::new(),
+        hops => serde_json::from_value(hops)?,
+    };
+    Ok((parent, children))
+}
+
 /// Deletes the tasks of `ids` that are still archivable, with everything
 /// that hangs off them; returns the ids actually deleted.
 pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
