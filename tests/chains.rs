@@ -288,6 +288,12 @@ async fn chain_links_and_loop_protection_outlive_retention() {
     assert_eq!(to["state"], "delivered", "{gone}");
     let child = to["taskId"].as_str().unwrap().to_owned();
     assert!(to.get("archived").is_none(), "the child is here: {gone}");
+    let listed = run_cli_ok(&da, &["chains", "hops"], Duration::from_secs(30)).await;
+    let row = listed
+        .lines()
+        .find(|l| l.contains(&child))
+        .unwrap_or_default();
+    assert!(row.contains("(archived)"), "{listed}");
     // The archive files alone (no server asked) print the same link.
     let offline = run_cli_ok(&da, &["archive", "show", &parent], Duration::from_secs(30)).await;
     assert!(

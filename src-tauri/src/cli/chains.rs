@@ -108,7 +108,8 @@ pub async fn chains_hops(data_dir: &Path, json: bool) -> Result<Output, CliError
                         &format!("{}: {p}", h["parent"]["agentId"].as_str().unwrap_or("-")),
                         48,
                     ),
-                    None => "-".to_owned(),
+                    // The task that fired it is gone only once archived.
+                    None => "(archived)".to_owned(),
                 },
                 s(h, "parentTaskId"),
                 s(h, "childTaskId"),
