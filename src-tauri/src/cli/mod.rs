@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::a2a::types::TaskState;
 use crate::clock::now_ms;
 use crate::server::instance::InstanceError;
 use client::Api;
@@ -138,18 +139,17 @@ pub enum StateArg {
     Canceled,
 }
 
-impl StateArg {
-    /// Its name in the API (`input-required`).
-    fn name(self) -> &'static str {
-        match self {
-            StateArg::Submitted => "submitted",
-            StateArg::Working => "working",
-            StateArg::InputRequired => "input-required",
-            StateArg::AuthRequired => "auth-required",
-            StateArg::Completed => "completed",
-            StateArg::Failed => "failed",
-            StateArg::Rejected => "rejected",
-            StateArg::Canceled => "canceled",
+impl From<StateArg> for TaskState {
+    fn from(s: StateArg) -> TaskState {
+        match s {
+            StateArg::Submitted => TaskState::Submitted,
+            StateArg::Working => TaskState::Working,
+            StateArg::InputRequired => TaskState::InputRequired,
+            StateArg::AuthRequired => TaskState::AuthRequired,
+            StateArg::Completed => TaskState::Completed,
+            StateArg::Failed => TaskState::Failed,
+            StateArg::Rejected => TaskState::Rejected,
+            StateArg::Canceled => TaskState::Canceled,
         }
     }
 }
@@ -166,7 +166,9 @@ pub struct Filter {
 impl Filter {
     /// The query of the UI API's list endpoints.
     fn query(&self) -> Vec<(&'static str, String)> {
-        let state = self.state.map(|s| s.name().to_owned());
+        let state = self
+            .state
+            .map(|s| TaskState::from(s).short_name().to_owned());
         [
             ("agent", self.agent.clone()),
             ("state", state),
@@ -199,14 +201,13 @@ pub async fn tasks(
     filter: &Filter,
     json: bool,
 ) -> Result<Output, CliError> {
-    if let Some(s) = filter.state
+    if let Some(s) = filter.state.map(TaskState::from)
         && parked
-        && !matches!(s, StateArg::InputRequired | StateArg::AuthRequired)
+        && !s.is_interrupted()
     {
+        let s = s.short_name();
         return Err(CliError::Usage(format!(
-            "a parked task waits in input-required or auth-required, not {}: leave out --parked to list {} tasks",
-            s.name(),
-            s.name()
+            "a parked task waits in input-required or auth-required, not {s}: leave out --parked to list {s} tasks"
         )));
     }
     let api = Api::connect(data_dir)?;
