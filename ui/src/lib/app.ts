@@ -93,8 +93,9 @@ export function createApp(api: Api): App {
     return nameOf(get(peers), id);
   }
 
-  let historyTimer: ReturnType<typeof setTimeout> | null = null;
-  let tasksTimer: ReturnType<typeof setTimeout> | null = null;
+  // A burst of events refreshes a list once, 300 ms after the first.
+  const refreshHistory = coalesced(() => void history.refresh(), 300);
+  const refreshTasks = coalesced(() => void tasks.refresh(), 300);
   function dispatch(ev: ApiEvent): void {
     if (ev.kind === 'storage') {
       storage.set(storageState(ev));
@@ -107,19 +108,9 @@ export function createApp(api: Api): App {
     notifier.onEvent(ev, get(settings).settings);
     // A task leaving the queue may be a decision made elsewhere: the
     // history gains a row.
-    if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state) && !historyTimer) {
-      historyTimer = setTimeout(() => {
-        historyTimer = null;
-        void history.refresh();
-      }, 300);
-    }
+    if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state)) refreshHistory();
     // Any task that changes moves to the top of the recent tasks.
-    if (get(tasks).loaded && ev.taskId && ev.state && !tasksTimer) {
-      tasksTimer = setTimeout(() => {
-        tasksTimer = null;
-        void tasks.refresh();
-      }, 300);
-    }
+    if (get(tasks).loaded && ev.taskId && ev.state) refreshTasks();
   }
 
   function resync(): void {
@@ -164,6 +155,18 @@ export function createApp(api: Api): App {
         clearInterval(tick);
       };
     },
+  };
+}
+
+/** `run`, `ms` after the first of any number of calls made meanwhile. */
+export function coalesced(run: () => void, ms: number): () => void {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  return () => {
+    if (timer) return;
+    timer = setTimeout(() => {
+      timer = null;
+      run();
+    }, ms);
   };
 }
 
