@@ -6,7 +6,10 @@
 # fuzz/artifacts/<target>/.
 # Without AddressSanitizer (`-s none`): the crate has no unsafe code, and
 # without it the build takes 6 minutes instead of 9 on 2 cores and each
-# target runs 3-6 times as many inputs in its 30 s. Installs
+# target runs 3-6 times as many inputs in its 30 s. With 16 codegen units
+# (cargo-fuzz's default is one, which compiles each crate on one core) the
+# crate itself builds in 2.5 minutes instead of 4; in 30 s the targets ran
+# between 20% fewer and 15% more inputs than with one. Installs
 # cargo-fuzz if it is missing. libFuzzer needs nightly-only compiler flags;
 # on a stable toolchain RUSTC_BOOTSTRAP=1 allows them.
 set -euo pipefail
@@ -22,7 +25,7 @@ if ! command -v c++ >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq g++ >/dev/null
 fi
 targets=$(cargo fuzz list)
-cargo fuzz build -s none --debug-assertions
+cargo fuzz build -s none --debug-assertions --codegen-units 16
 bin="target/$(rustc -vV | sed -n 's/^host: //p')/release"
 # libFuzzer runs one input at a time on one core: the targets run side by
 # side, one per core, and each still gets a core for its FUZZ_SECONDS.
