@@ -21,10 +21,10 @@ config="$here/tck-agent.toml"
 [ -z "$v03" ] || config="$here/tck03-agent.toml"
 [ -x "$tck/venv/bin/python" ] || { echo "no venv in $tck: python3 -m venv venv && venv/bin/pip install -e ." >&2; exit 2; }
 
-cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml"
+. "$root/scripts/headless-bin.sh"
 data="$(mktemp -d)"
 out="$data/stdout"
-"$root/target/debug/countersign" serve --config "$config" --data-dir "$data" --bind 127.0.0.1:0 \
+"$COUNTERSIGN_BIN" serve --config "$config" --data-dir "$data" --bind 127.0.0.1:0 \
     >"$out" 2>"$data/server.log" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT

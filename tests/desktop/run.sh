@@ -37,7 +37,10 @@ fi
 # the tests build): the rest of the tests and benches are the same code in
 # the headless build, which test.sh lints.
 . scripts/lint-env.sh
-cargo build --quiet
+# The test runs the app it builds (CARGO_BIN_EXE_countersign); a separate
+# `cargo build` would resolve dependency features without the
+# dev-dependencies' and compile the Tauri graph a second time.
+cargo test --quiet --test desktop --no-run
 
 mkdir -p "$here/output"
 export COUNTERSIGN_DESKTOP_TESTS=1 DESKTOP_PYTHON="$here/.venv/bin/python"

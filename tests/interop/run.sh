@@ -11,7 +11,7 @@ root="$(cd "$here/../.." && pwd)"
 "$here/setup.sh"
 
 if [ -z "${BASE_URL:-}" ]; then
-    cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml" || exit 2
+    . "$root/scripts/headless-bin.sh" || exit 2
     data="$(mktemp -d)"
     DATA_DIR="$data"
     # The same agents again in a tenant, `lab` (/a2a/lab/interop): the SDKs
@@ -24,7 +24,7 @@ if [ -z "${BASE_URL:-}" ]; then
             sed -e 's/^\[\[agents\]\]/[[tenants.agents]]/' -e 's/^\[\[agents\./[[tenants.agents./' \
                 -e 's/^\[agents\./[tenants.agents./'
     } >"$config"
-    "$root/target/debug/countersign" serve --config "$config" --data-dir "$data" \
+    "$COUNTERSIGN_BIN" serve --config "$config" --data-dir "$data" \
         --bind 127.0.0.1:0 >"$data/stdout" 2>"$data/server.log" &
     pid=$!
     trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null' EXIT
@@ -83,7 +83,7 @@ human() { # wait-mode cli-command expected-state expected-text [cli args...]
     cat "$out"
 }
 if [ -n "${DATA_DIR:-}" ]; then
-    CLI="$root/target/debug/countersign"
+    CLI="$COUNTERSIGN_BIN"
     human stream approve TASK_STATE_COMPLETED "Approved. go ahead" --comment "go ahead"
     human poll reply TASK_STATE_COMPLETED "Plan B" "Plan B"
     human blocking reject TASK_STATE_REJECTED "Rejected. not today" --reason "not today"

@@ -20,8 +20,8 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 "$here/setup.sh" >/dev/null
-cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml" || exit 2
-CLI="$root/target/debug/countersign"
+. "$root/scripts/headless-bin.sh" || exit 2
+CLI="$COUNTERSIGN_BIN"
 passed=0
 failed=0
 pids=()

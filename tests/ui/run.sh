@@ -15,9 +15,8 @@ fi
 
 (cd ui && npm ci --no-audit --no-fund --loglevel=error && npm run --silent check && npm run --silent build && npx vitest run)
 
-cargo build --no-default-features
-target_dir="${CARGO_TARGET_DIR:-target}"
-export COUNTERSIGN_BIN="${COUNTERSIGN_BIN:-$target_dir/debug/countersign}"
+root="$PWD"
+. scripts/headless-bin.sh
 
 mkdir -p tests/ui/output
 node --test --test-concurrency=1 tests/ui/e2e.test.mjs tests/ui/perf.test.mjs
