@@ -6,7 +6,8 @@
 # dev-dependencies' and would compile the crate and most of its dependency
 # graph a second time.
 if [ -z "${COUNTERSIGN_BIN:-}" ]; then
-    cargo build --quiet --no-default-features --manifest-path "$root/Cargo.toml" || return 2
-    COUNTERSIGN_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/countersign"
+    COUNTERSIGN_BIN="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    cargo build --quiet --no-default-features --manifest-path "$COUNTERSIGN_BIN/Cargo.toml" || return 2
+    COUNTERSIGN_BIN="${CARGO_TARGET_DIR:-$COUNTERSIGN_BIN/target}/debug/countersign"
 fi
 export COUNTERSIGN_BIN

@@ -29,9 +29,8 @@ stage fmt cargo fmt --all -- --check
 . scripts/lint-env.sh
 stage "clippy + build" cargo test --no-default-features --all-targets --no-run
 stage "cargo test" cargo test --no-default-features
-# The scripts below run the binary those tests ran (scripts/headless-bin.sh):
-# built again by a plain `cargo build`, whose dependency features differ
-# without the dev-dependencies', it would cost a second build of the graph.
+# The scripts below run the binary those tests ran instead of building their
+# own (why: scripts/headless-bin.sh).
 export COUNTERSIGN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/countersign"
 # Coverage-guided fuzzing of every parser and the markdown renderer, each
 # for FUZZ_SECONDS (30 by default) from the corpora in fuzz/corpus/.

@@ -15,7 +15,6 @@ fi
 
 (cd ui && npm ci --no-audit --no-fund --loglevel=error && npm run --silent check && npm run --silent build && npx vitest run)
 
-root="$PWD"
 . scripts/headless-bin.sh
 
 mkdir -p tests/ui/output
