@@ -17,12 +17,16 @@ stage() {
     "$@"
     timings+=("$(printf '%5ds  %s' $((SECONDS - start)) "$name")")
 }
+# Free disk space too: a build that fills the disk fails in odd ways (a
+# linker or `ar` killed by SIGBUS); a cold run leaves about 5 GB in the clone.
+free_disk() { df -Ph . | awk 'NR == 2 { print $4 " free on " $6 }'; }
 report() {
     local status=$?
-    echo "== stage times (total ${SECONDS}s, exit $status)" >&2
+    echo "== stage times (total ${SECONDS}s, exit $status; $(free_disk))" >&2
     [ ${#timings[@]} -eq 0 ] || printf '%s\n' "${timings[@]}" >&2
 }
 trap report EXIT
+echo "== disk: $(free_disk)" >&2
 stage fmt cargo fmt --all -- --check
 # Every build from here on lints as it compiles (scripts/lint-env.sh): all
 # targets (tests and benches too) are built once, then the tests run.
