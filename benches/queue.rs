@@ -3,9 +3,10 @@
 //!     cargo bench --no-default-features --bench queue [-- N]
 //!
 //! Fills a fresh SQLite file with N parked tasks (default 100,000) across
-//! three agents, then times queue pages: first page each way, a page deep in
-//! the queue (by cursor), an agent filter, a text search, recent tasks of
-//! every agent and of one, and a decision.
+//! three agents (and two with 0.5% and 1.1% of them), then times queue
+//! pages: first page each way, a page deep in the queue (by cursor), an
+//! agent filter, a text search, recent tasks of every agent and of one
+//! agent each, and a decision.
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,7 +31,14 @@ fn fill(store: &Store, n: usize, rt: &tokio::runtime::Runtime) {
         rt.block_on(store.write(move |conn| {
             for i in start..(start + batch).min(n) {
                 let id = format!("task-{i:07}");
-                let agent = AGENTS[i % AGENTS.len()];
+                // Besides the three agents, two with few tasks: 500, read
+                // from their own index entries, and 1,112, just over
+                // FEW_TASKS, picked out of the walk over every task.
+                let agent = match i {
+                    _ if i % 200 == 0 => "few",
+                    _ if i % 90 == 1 => "scarce",
+                    _ => AGENTS[i % AGENTS.len()],
+                };
                 let now = base_ms + i as i64 * 10;
                 let mut m = Message::agent(vec![Part::text(format!(
                     "Please {} item {i} for customer {}",
@@ -166,10 +174,12 @@ fn main() {
         );
     }
     // Recent tasks (`countersign tasks`): every agent's, one agent's (a
-    // third of them), and an agent with none (the walk reads every task).
+    // third of them), an agent's with few (500, 1,112) and with none.
     for (name, agent) in [
         ("recent tasks (50)", None),
         ("recent tasks, one agent (50)", Some("ops")),
+        ("recent tasks, agent with 1,112 (50)", Some("scarce")),
+        ("recent tasks, agent with 500 (50)", Some("few")),
         ("recent tasks, an agent with none", Some("nobody")),
     ] {
         let (p50, p99) = time(50, || {

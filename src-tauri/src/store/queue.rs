@@ -722,11 +722,37 @@ pub(super) const RECENT_TASKS: &str =
            AND (?5 IS NULL OR state = ?5)
          ORDER BY updated_ms DESC, rowid DESC LIMIT ?3";
 
+/// The same page of agent `?4`'s tasks, picked from its own entries in
+/// `tasks_by_owner` (which hold each task's time and rowid) and sorted:
+/// for an agent with few tasks, which the walk above would find only by
+/// reading past every other task.
+pub(super) const RECENT_TASKS_OF_FEW: &str =
+    "SELECT id, agent_id, state, updated_ms, parked, rowid FROM tasks
+         WHERE rowid IN (
+             SELECT rowid FROM tasks INDEXED BY tasks_by_owner
+                 WHERE agent_id = ?4
+                   AND (updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2))
+                   AND (?5 IS NULL OR state = ?5)
+                 ORDER BY updated_ms DESC, rowid DESC LIMIT ?3)
+         ORDER BY updated_ms DESC, rowid DESC";
+
+/// How many tasks agent `?1` has, counted up to `?2`.
+pub(super) const AGENT_TASKS_UP_TO: &str = "SELECT count(*) FROM
+    (SELECT 1 FROM tasks INDEXED BY tasks_by_owner WHERE agent_id = ?1 LIMIT ?2)";
+
+/// Up to this many tasks, an agent's recent tasks are read from its own
+/// entries ([`RECENT_TASKS_OF_FEW`]): at most this many, sorted. Above it,
+/// from the walk over every task by time ([`RECENT_TASKS`]), which reads
+/// about `limit × all tasks ÷ the agent's` rows a page: 5,000 at 100,000
+/// tasks, where an agent with none made it read all 100,000 (42 ms).
+pub const FEW_TASKS: i64 = 1_000;
+
 /// Recent tasks of every agent (or of `agent` alone, in `state` alone),
 /// newest status first, keyset-paged on `(updated_ms, rowid)`; each with
-/// its position key. One agent's or one state's tasks are picked out of the
-/// walk over every task by time, which reads past the others: the price of
-/// not indexing each new task once more.
+/// its position key. One state's tasks, and those of an agent with more
+/// than [`FEW_TASKS`], are picked out of the walk over every task by time,
+/// which reads past the others: the price of not indexing each new task
+/// once more.
 pub fn recent_tasks(
     conn: &Connection,
     limit: usize,
@@ -735,7 +761,11 @@ pub fn recent_tasks(
     state: Option<TaskState>,
 ) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
     let (ms, pos) = before.unwrap_or((i64::MAX, i64::MAX));
-    let mut stmt = conn.prepare_cached(RECENT_TASKS)?;
+    let sql = match agent {
+        Some(agent) if has_few_tasks(conn, agent)? => RECENT_TASKS_OF_FEW,
+        _ => RECENT_TASKS,
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let state = state.map(TaskState::number);
     let rows = stmt.query_map(params![ms, pos, (limit + 1) as i64, agent, state], |r| {
         Ok((
@@ -770,6 +800,15 @@ pub fn recent_tasks(
         t.preview = request_preview(conn, &t.id)?;
     }
     Ok((out, more))
+}
+
+/// Whether `agent` has at most [`FEW_TASKS`] tasks (read from its index
+/// entries, at most one more than that).
+fn has_few_tasks(conn: &Connection, agent: &str) -> Result<bool> {
+    let n: i64 = conn
+        .prepare_cached(AGENT_TASKS_UP_TO)?
+        .query_row(params![agent, FEW_TASKS + 1], |r| r.get(0))?;
+    Ok(n <= FEW_TASKS)
 }
 
 /// What history is filtered by.
@@ -854,7 +893,74 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 
 #[cfg(test)]
 mod tests {
-    use super::{fts_query, plain_line, preview_line};
+    use super::{FEW_TASKS, fts_query, has_few_tasks, plain_line, preview_line, recent_tasks};
+    use crate::a2a::types::TaskState;
+    use crate::store::schema::migrated;
+
+    /// An agent's recent tasks page in the same order, newest first with
+    /// ties in time broken by rowid, whether they are read from its own
+    /// index entries (up to [`FEW_TASKS`]) or picked out of the walk over
+    /// every task: with and without a state filter, two owners interleaved
+    /// in the agent's entries, and an agent with none.
+    #[test]
+    fn an_agents_recent_tasks_page_alike_from_either_index() {
+        let (_dir, conn) = migrated();
+        // (id, agent, state, updated_ms), rowid = position + 1.
+        let mut tasks = Vec::new();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO tasks (id, agent_id, owner, context_id, state, status,
+                                    created_ms, updated_ms)
+                 VALUES (?1, ?2, ?3, 'c', ?4, '{}', ?5, ?5)",
+            )
+            .unwrap();
+        for i in 0..(2 * FEW_TASKS + 1) {
+            let agent = if i % 2 == 0 { "many" } else { "few" };
+            let state = if i % 3 == 0 {
+                TaskState::Completed
+            } else {
+                TaskState::InputRequired
+            };
+            // Times out of rowid order, about four tasks to each.
+            let ms = (i * 7_919) % 500;
+            let owner = if i % 5 == 0 { "o2" } else { "o1" };
+            let id = format!("t{i}");
+            insert
+                .execute(rusqlite::params![id, agent, owner, state.number(), ms])
+                .unwrap();
+            tasks.push((id, agent, state, ms));
+        }
+        assert!(has_few_tasks(&conn, "few").unwrap());
+        assert!(!has_few_tasks(&conn, "many").unwrap());
+        assert!(has_few_tasks(&conn, "nobody").unwrap());
+        for agent in ["many", "few", "nobody"] {
+            for state in [None, Some(TaskState::Completed)] {
+                let mut expected: Vec<(i64, usize, &str)> = tasks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.1 == agent && state.is_none_or(|s| t.2 == s))
+                    .map(|(i, t)| (t.3, i, t.0.as_str()))
+                    .collect();
+                expected.sort_by_key(|e| std::cmp::Reverse((e.0, e.1)));
+                let expected: Vec<&str> = expected.into_iter().map(|e| e.2).collect();
+                let mut listed = Vec::new();
+                let mut before = None;
+                loop {
+                    let (page, more) = recent_tasks(&conn, 7, before, Some(agent), state).unwrap();
+                    assert!(page.len() == 7 || !more, "{agent} {state:?}");
+                    for (t, _) in &page {
+                        assert_eq!(t.agent_id, agent);
+                        listed.push(t.id.clone());
+                    }
+                    match page.last() {
+                        Some((t, rowid)) if more => before = Some((t.updated_ms, *rowid)),
+                        _ => break,
+                    }
+                }
+                assert_eq!(listed, expected, "{agent} {state:?}");
+            }
+        }
+    }
 
     #[test]
     fn a_preview_line_drops_block_markdown_and_skips_lines_of_markup_only() {

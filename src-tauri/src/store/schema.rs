@@ -554,6 +554,33 @@ mod tests {
         }
     }
 
+    /// An agent with few tasks has its page picked from its own index
+    /// entries, counted first on the same entries: neither reads every task.
+    #[test]
+    fn an_agents_few_tasks_are_read_from_its_own_entries() {
+        let (_dir, path, mut c) = at_version(0);
+        migrate(&mut c, &path).unwrap();
+        let count = plan(
+            &c,
+            super::super::queue::AGENT_TASKS_UP_TO,
+            &[Some(7), Some(10)],
+        );
+        assert!(
+            count.contains("USING COVERING INDEX tasks_by_owner (agent_id=?)"),
+            "{count}"
+        );
+        for state in [None, Some(3)] {
+            let args = [Some(10), Some(10), Some(51), Some(7), state];
+            let page = plan(&c, super::super::queue::RECENT_TASKS_OF_FEW, &args);
+            assert!(page.contains("INDEX tasks_by_owner (agent_id=?)"), "{page}");
+            assert!(
+                page.contains("USING INTEGER PRIMARY KEY (rowid=?)"),
+                "{page}"
+            );
+            assert!(!page.contains("SCAN"), "{page}");
+        }
+    }
+
     /// Writing a task tests the partial indexes' conditions; none of them
     /// may need a temporary table (an IN list) to do it.
     #[test]
