@@ -625,7 +625,7 @@ fn queue_where(f: &QueueFilter) -> (String, Vec<rusqlite::types::Value>) {
     if let Some(q) = f.text.as_deref().and_then(fts_query) {
         args.push(q.into());
         where_sql.push_str(&format!(
-            " AND id IN (SELECT turn_id FROM turn_search WHERE turn_search MATCH ?{})",
+            " AND rowid IN (SELECT rowid FROM turn_search WHERE turn_search MATCH ?{})",
             args.len()
         ));
     }
@@ -832,7 +832,7 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
     if let Some(q) = f.text.as_deref().and_then(fts_query) {
         args.push(q.into());
         where_sql.push_str(&format!(
-            " AND d.turn_id IN (SELECT turn_id FROM turn_search WHERE turn_search MATCH ?{})",
+            " AND t.rowid IN (SELECT rowid FROM turn_search WHERE turn_search MATCH ?{})",
             args.len()
         ));
     }

@@ -554,6 +554,61 @@ mod tests {
         }
     }
 
+    /// Search reads a match's turn by rowid (the entry shares it, migration
+    /// 8). SQLite says VACUUM may renumber the rowids of a table without an
+    /// INTEGER PRIMARY KEY, as `turns` is; the bundled SQLite keeps them,
+    /// gaps included, and this holds it to that: a person's `VACUUM` on
+    /// the store must not point searches at other turns.
+    #[test]
+    fn vacuum_keeps_turns_and_their_search_entries_in_step() {
+        let (_dir, path, mut c) = at_version(0);
+        migrate(&mut c, &path).unwrap();
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1);",
+        )
+        .unwrap();
+        for i in 0..300 {
+            c.execute(
+                "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
+                     VALUES (?1, 't', 'a', 'served', 6, ?2, ?3)",
+                rusqlite::params![format!("u{i}"), format!("word{i} common"), i],
+            )
+            .unwrap();
+            c.execute(
+                "INSERT INTO turn_search (rowid, turn_id, text)
+                     SELECT rowid, id, preview FROM turns WHERE id = ?1",
+                [format!("u{i}")],
+            )
+            .unwrap();
+        }
+        // Gaps, so that a renumbering would show.
+        c.execute_batch(
+            "DELETE FROM turn_search WHERE rowid IN (SELECT rowid FROM turns WHERE opened_ms % 3 = 0);
+             DELETE FROM turns WHERE opened_ms % 3 = 0;
+             VACUUM;",
+        )
+        .unwrap();
+        let out_of_step: i64 = c
+            .query_row(
+                "SELECT count(*) FROM turn_search s LEFT JOIN turns t ON t.rowid = s.rowid
+                     WHERE t.id IS NOT s.turn_id",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(out_of_step, 0);
+        let hit: String = c
+            .query_row(
+                "SELECT id FROM turns WHERE rowid IN
+                     (SELECT rowid FROM turn_search WHERE turn_search MATCH 'word200')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(hit, "u200");
+    }
+
     /// An agent with few tasks has its page picked from its own index
     /// entries, counted first on the same entries: neither reads every task.
     #[test]
