@@ -744,7 +744,7 @@ pub(super) const AGENT_TASKS_UP_TO: &str = "SELECT count(*) FROM
 /// entries ([`RECENT_TASKS_OF_FEW`]): at most this many, sorted. Above it,
 /// from the walk over every task by time ([`RECENT_TASKS`]), which reads
 /// about `limit × all tasks ÷ the agent's` rows a page: 5,000 at 100,000
-/// tasks, where an agent with none made it read all 100,000 (42 ms).
+/// tasks, where an agent with none made it read all 100,000 (45 ms).
 pub const FEW_TASKS: i64 = 1_000;
 
 /// Recent tasks of every agent (or of `agent` alone, in `state` alone),

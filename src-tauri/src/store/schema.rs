@@ -561,8 +561,7 @@ mod tests {
     /// the store must not point searches at other turns.
     #[test]
     fn vacuum_keeps_turns_and_their_search_entries_in_step() {
-        let (_dir, path, mut c) = at_version(0);
-        migrate(&mut c, &path).unwrap();
+        let (_dir, c) = migrated();
         c.execute_batch(
             "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
                  VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1);",
@@ -613,8 +612,7 @@ mod tests {
     /// entries, counted first on the same entries: neither reads every task.
     #[test]
     fn an_agents_few_tasks_are_read_from_its_own_entries() {
-        let (_dir, path, mut c) = at_version(0);
-        migrate(&mut c, &path).unwrap();
+        let (_dir, c) = migrated();
         let count = plan(
             &c,
             super::super::queue::AGENT_TASKS_UP_TO,
