@@ -281,6 +281,9 @@ impl Engine {
             filter.state.map(|s| s.number()),
             filter.text.clone(),
         );
+        if filter.text.is_some() {
+            self.inner.store.index_search().await?;
+        }
         // Read before the query: counts taken after a later commit are only
         // newer than this number promises, never older.
         let commits = self.inner.store.commits();
@@ -428,6 +431,9 @@ impl Engine {
                 .map(decode_position)
                 .transpose()?,
         };
+        if filter.text.is_some() {
+            self.inner.store.index_search().await?;
+        }
         let (rows, more) = self
             .inner
             .store

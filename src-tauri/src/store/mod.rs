@@ -119,7 +119,6 @@ impl Store {
         };
         schema::migrate(&mut conn, path).map_err(at)?;
         let commits = Arc::new(AtomicU64::new(0));
-        queue::prepare_writer(&conn).map_err(at)?;
         // Checkpoints run on their own thread and connection.
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
         let nudge = checkpoint::start(open_connection(path, durability)?);
@@ -129,7 +128,8 @@ impl Store {
             conn,
             writer::Hooks {
                 commits: commits.clone(),
-                before_commit: queue::index_pending_search,
+                before_commit: queue::index_search_when_due,
+                when_idle: queue::index_search_backlog,
                 after_commit: nudge,
                 outbox_queued: outbox_queued.clone(),
                 failing: failing.clone(),
@@ -228,6 +228,17 @@ impl Store {
     /// reading here. Lists, pages and searches use [`Store::read`].
     pub fn read_point<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
         self.inner.with_reader(f)
+    }
+
+    /// Adds the parked turns still waiting for the full-text index (see
+    /// [`queue::SEARCH_BACKLOG`]) before a search reads it; costs a read
+    /// when none wait.
+    pub async fn index_search(&self) -> Result<()> {
+        if self.read_point(queue::search_backlog_waits)? {
+            self.write(|conn| Ok(queue::index_search_backlog(conn)?))
+                .await?;
+        }
+        Ok(())
     }
 
     /// How many transactions have committed since the store opened: a

@@ -436,11 +436,7 @@ fn move_turns(
              VALUES (?1, ?2, ?3, (SELECT origin FROM tasks WHERE id = ?2), ?4, ?5, ?6)",
         )?
         .execute(params![id, task_id, agent_id, to.number(), preview, now_ms])?;
-        // Indexed when the batch commits (see `index_pending_search`).
-        conn.prepare_cached(
-            "INSERT INTO temp.search_pending (turn_rowid, turn_id, text) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![conn.last_insert_rowid(), id, preview])?;
+        // Indexed for search later, with others (see `index_search_when_due`).
     }
     Ok(())
 }
@@ -484,14 +480,11 @@ pub fn insert_decision(conn: &Connection, d: &DecisionRecord, search_text: &str)
         d.delivery
     ])?;
     if !search_text.is_empty() {
-        // The turn's entry is indexed, or still waiting for its batch.
+        // The turn's entry must exist to take the decision's text.
+        index_search_backlog(conn)?;
         conn.prepare_cached(
             "UPDATE turn_search SET text = text || ' ' || ?2
              WHERE rowid = (SELECT rowid FROM turns WHERE id = ?1)",
-        )?
-        .execute(params![d.turn_id, search_text])?;
-        conn.prepare_cached(
-            "UPDATE temp.search_pending SET text = text || ' ' || ?2 WHERE turn_id = ?1",
         )?
         .execute(params![d.turn_id, search_text])?;
     }
@@ -522,33 +515,72 @@ pub fn pending_decisions(conn: &Connection) -> Result<Vec<DecisionRecord>> {
     rows.map(|r| finish_decision(r?)).collect()
 }
 
-/// Sets up the writer connection: the turns parked in the current batch
-/// wait in a temporary table and are added to the full-text index once, just
-/// before the batch commits. FTS5 writes its pending terms out at every
-/// savepoint, and every job runs in one: indexing as each turn opened cost a
-/// flush (and a tiny index segment to merge) per parked task.
-pub fn prepare_writer(conn: &Connection) -> Result<()> {
-    conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS search_pending (
-             turn_rowid INTEGER NOT NULL,
-             turn_id    TEXT NOT NULL,
-             text       TEXT NOT NULL
-         );",
-    )?;
+/// Parked turns wait to be added to the full-text index until this many
+/// are waiting, or the writer has nothing else to do, or a search or a
+/// decision needs them. FTS5 writes a new segment of its index at every
+/// commit that added to it, and merges segments as they pile up: indexed
+/// at each commit (about ten turns at a time under load), that was a
+/// tenth of a parked SendMessage's work.
+pub const SEARCH_BACKLOG: i64 = 256;
+
+/// The turns waiting for the full-text index: those after the mark (a
+/// turn's rowid; turns are appended), up to the newest. The backlog lives
+/// in the turns themselves, so a crash loses none of it.
+fn search_backlog(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.prepare_cached(
+        "SELECT turn_rowid, (SELECT coalesce(max(rowid), 0) FROM turns) FROM search_mark",
+    )?
+    .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+}
+
+/// Whether turns wait for the full-text index (a read).
+pub fn search_backlog_waits(conn: &Connection) -> Result<bool> {
+    let (mark, newest) = search_backlog(conn)?;
+    Ok(newest > mark)
+}
+
+fn index_turns(conn: &Connection, mark: i64, newest: i64) -> rusqlite::Result<()> {
+    // A turn's search entry shares its rowid.
+    conn.prepare_cached(
+        "INSERT INTO turn_search (rowid, turn_id, text)
+             SELECT rowid, id, preview FROM turns WHERE rowid > ?1 AND rowid <= ?2",
+    )?
+    .execute(params![mark, newest])?;
+    conn.prepare_cached("UPDATE search_mark SET turn_rowid = ?1")?
+        .execute([newest])?;
     Ok(())
 }
 
-/// Adds the batch's parked turns to the full-text index (in the batch's
-/// transaction, before its commit).
-pub fn index_pending_search(conn: &Connection) -> rusqlite::Result<()> {
+/// Adds every waiting turn to the full-text index (in the caller's
+/// transaction).
+pub fn index_search_backlog(conn: &Connection) -> rusqlite::Result<()> {
+    let (mark, newest) = search_backlog(conn)?;
+    if newest > mark {
+        index_turns(conn, mark, newest)?;
+    }
+    Ok(())
+}
+
+/// Before a batch commits: adds the waiting turns to the full-text index
+/// once [`SEARCH_BACKLOG`] of them wait. Returns whether some still wait.
+pub fn index_search_when_due(conn: &Connection) -> rusqlite::Result<bool> {
+    let (mark, newest) = search_backlog(conn)?;
+    if newest - mark >= SEARCH_BACKLOG {
+        index_turns(conn, mark, newest)?;
+        return Ok(false);
+    }
+    Ok(newest > mark)
+}
+
+/// After turns were deleted: the mark goes back to the newest turn left,
+/// if it was past it, so that a new turn given a deleted turn's rowid
+/// (SQLite reuses the largest) is still seen as waiting.
+pub fn search_mark_after_delete(conn: &Connection) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO turn_search (rowid, turn_id, text)
-             SELECT p.turn_rowid, p.turn_id, p.text FROM temp.search_pending p
-             JOIN turns t ON t.rowid = p.turn_rowid AND t.id = p.turn_id",
+        "UPDATE search_mark SET turn_rowid =
+             min(turn_rowid, (SELECT coalesce(max(rowid), 0) FROM turns))",
     )?
     .execute([])?;
-    conn.prepare_cached("DELETE FROM temp.search_pending")?
-        .execute([])?;
     Ok(())
 }
 
@@ -893,9 +925,184 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 
 #[cfg(test)]
 mod tests {
-    use super::{FEW_TASKS, fts_query, has_few_tasks, plain_line, preview_line, recent_tasks};
+    use super::{
+        DecisionRecord, FEW_TASKS, SEARCH_BACKLOG, fts_query, has_few_tasks, index_search_backlog,
+        index_search_when_due, insert_decision, plain_line, preview_line, recent_tasks,
+        search_backlog_waits, search_mark_after_delete, sync_turn_with,
+    };
     use crate::a2a::types::TaskState;
     use crate::store::schema::migrated;
+    use crate::store::{Durability, Store};
+    use rusqlite::Connection;
+
+    /// Parks task `t{i}` with the request `word{i} common`; returns its
+    /// turn's rowid.
+    fn park(c: &Connection, i: i64) -> i64 {
+        c.execute(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES (?1, 'a', 'o', 'c', 6, '{}', ?2, ?2)",
+            rusqlite::params![format!("t{i}"), i],
+        )
+        .unwrap();
+        sync_turn_with(
+            c,
+            &format!("t{i}"),
+            "a",
+            TaskState::Submitted,
+            TaskState::InputRequired,
+            i,
+            Some(format!("word{i} common")),
+        )
+        .unwrap();
+        c.query_row(
+            "SELECT rowid FROM turns WHERE task_id = ?1",
+            [format!("t{i}")],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    fn entries(c: &Connection) -> i64 {
+        c.query_row("SELECT count(*) FROM turn_search", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// The tasks whose turns a full-text query finds.
+    fn found(c: &Connection, q: &str) -> Vec<String> {
+        let mut stmt = c
+            .prepare(
+                "SELECT t.task_id FROM turns t WHERE t.rowid IN
+                     (SELECT rowid FROM turn_search WHERE turn_search MATCH ?1)
+                 ORDER BY t.rowid",
+            )
+            .unwrap();
+        stmt.query_map([q], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// Parked turns wait for the full-text index until [`SEARCH_BACKLOG`]
+    /// of them do, or until something asks; a decision on a waiting turn
+    /// indexes it first, so its text joins the turn's; and a turn given
+    /// the rowid of a deleted one (SQLite reuses the largest) still waits.
+    #[test]
+    fn parked_turns_join_the_search_index_in_groups_and_none_is_missed() {
+        let (_dir, c) = migrated();
+        for i in 0..3 {
+            park(&c, i);
+        }
+        assert!(index_search_when_due(&c).unwrap(), "three wait");
+        assert_eq!(entries(&c), 0);
+        assert!(search_backlog_waits(&c).unwrap());
+        index_search_backlog(&c).unwrap();
+        assert_eq!(entries(&c), 3);
+        assert!(!search_backlog_waits(&c).unwrap());
+        assert_eq!(found(&c, "word1"), ["t1"]);
+
+        for i in 3..(3 + SEARCH_BACKLOG - 1) {
+            park(&c, i);
+        }
+        assert!(index_search_when_due(&c).unwrap(), "not yet due");
+        assert_eq!(entries(&c), 3);
+        park(&c, 3 + SEARCH_BACKLOG - 1);
+        assert!(!index_search_when_due(&c).unwrap(), "due: all indexed");
+        assert_eq!(entries(&c), 3 + SEARCH_BACKLOG);
+        assert_eq!(found(&c, "common").len() as i64, 3 + SEARCH_BACKLOG);
+
+        // A decision on a turn still waiting.
+        let n = 3 + SEARCH_BACKLOG;
+        park(&c, n);
+        let turn: String = c
+            .query_row(
+                "SELECT id FROM turns WHERE task_id = ?1",
+                [format!("t{n}")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let decision = DecisionRecord {
+            id: "d".into(),
+            turn_id: turn,
+            task_id: format!("t{n}"),
+            agent_id: "a".into(),
+            kind: "reject".into(),
+            payload: serde_json::json!({}),
+            actor: "ui".into(),
+            created_ms: 1,
+            delivery: "pending".into(),
+            delivery_error: None,
+            delivered_ms: None,
+        };
+        insert_decision(&c, &decision, "peak hours").unwrap();
+        assert_eq!(found(&c, "peak"), [format!("t{n}")]);
+        assert_eq!(found(&c, &format!("word{n} hours")), [format!("t{n}")]);
+
+        // Delete the two newest turns (as archiving does), then park again.
+        let mark: i64 = c
+            .query_row("SELECT turn_rowid FROM search_mark", [], |r| r.get(0))
+            .unwrap();
+        c.execute_batch(
+            "DELETE FROM turn_search WHERE rowid >= (SELECT max(rowid) - 1 FROM turns);
+             DELETE FROM turns WHERE rowid >= (SELECT max(rowid) - 1 FROM turns);",
+        )
+        .unwrap();
+        search_mark_after_delete(&c).unwrap();
+        let reused = park(&c, n + 1);
+        assert!(reused <= mark, "the new turn took a deleted turn's rowid");
+        assert!(search_backlog_waits(&c).unwrap());
+        index_search_backlog(&c).unwrap();
+        assert_eq!(
+            found(&c, &format!("word{}", n + 1)),
+            [format!("t{}", n + 1)]
+        );
+        assert!(
+            found(&c, "peak").is_empty(),
+            "the deleted turn's entry went"
+        );
+    }
+
+    async fn store_entries(store: &Store) -> i64 {
+        store.read(|c| Ok(entries(c))).await.unwrap()
+    }
+
+    /// Turns left waiting when the server stopped (or crashed: they are
+    /// committed, their entries are not) are indexed by the next writer
+    /// once it has nothing else to do, or at once for a search; turns
+    /// parked under no load are indexed once the writer is idle.
+    #[tokio::test]
+    async fn waiting_turns_are_indexed_when_idle_after_a_restart_or_for_a_search() {
+        let (dir, c) = migrated();
+        for i in 0..5 {
+            park(&c, i);
+        }
+        drop(c);
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while store_entries(&store).await < 5 {
+            assert!(std::time::Instant::now() < deadline, "never indexed");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        store.write(|c| Ok(park(c, 5))).await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while store_entries(&store).await < 6 {
+            assert!(std::time::Instant::now() < deadline, "never indexed");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        store.close().await;
+
+        // Waiting turns are indexed before a search reads.
+        let (dir, c) = migrated();
+        for i in 0..5 {
+            park(&c, i);
+        }
+        drop(c);
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        store.index_search().await.unwrap();
+        assert_eq!(store_entries(&store).await, 5);
+        let hits = store.read(|c| Ok(found(c, "word3"))).await.unwrap();
+        assert_eq!(hits, ["t3"]);
+    }
 
     /// An agent's recent tasks page in the same order, newest first with
     /// ties in time broken by rowid, whether they are read from its own

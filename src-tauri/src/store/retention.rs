@@ -220,6 +220,7 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
         )?
         .execute([id])?;
     }
+    super::queue::search_mark_after_delete(conn)?;
     Ok(deleted)
 }
 

@@ -259,6 +259,14 @@ const MIGRATIONS: &[Step] = &[
     // deleting an archived ancestor's hops, cut the walk short (a loop
     // whose old tasks were archived ran on).
     Code(super::dispatch::backfill_lineage),
+    // 18: parked turns join the full-text index in groups, not at each
+    // commit (see `queue::SEARCH_BACKLOG`); those after the mark wait.
+    // Every turn stored so far was indexed as it committed.
+    Sql("CREATE TABLE search_mark (
+        only       INTEGER PRIMARY KEY CHECK (only = 1),
+        turn_rowid INTEGER NOT NULL
+    );
+    INSERT INTO search_mark (only, turn_rowid) SELECT 1, coalesce(max(rowid), 0) FROM turns;"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]

@@ -26,6 +26,10 @@ const MAX_BATCH: usize = 512;
 /// under one for this long.
 const CAUTION: Duration = Duration::from_secs(60);
 
+/// How long the writer waits for a job before it does the work a batch
+/// left ([`Hooks::when_idle`]).
+const IDLE: Duration = Duration::from_millis(200);
+
 /// How a job's failure is contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
@@ -46,8 +50,12 @@ type Completion = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
 pub struct Hooks {
     /// Counts the commits.
     pub commits: Arc<AtomicU64>,
-    /// Runs in the batch's transaction after its jobs, before the commit.
-    pub before_commit: fn(&Connection) -> rusqlite::Result<()>,
+    /// Runs in the batch's transaction after its jobs, before the commit;
+    /// returns whether it left work for [`Hooks::when_idle`].
+    pub before_commit: fn(&Connection) -> rusqlite::Result<bool>,
+    /// Runs in a transaction of its own once no job came for [`IDLE`]
+    /// after a commit that left work (and once after the writer starts).
+    pub when_idle: fn(&Connection) -> rusqlite::Result<()>,
     /// Told of each commit.
     pub after_commit: super::checkpoint::Nudge,
     /// Notified after a commit that queued outbox items (see
@@ -215,11 +223,28 @@ impl Batch<'_> {
 /// the database is closed) or until every sender is gone.
 fn run(batch: &Batch<'_>, rx: &mpsc::Receiver<Command>) -> Option<oneshot::Sender<()>> {
     let mut shutdown: Option<oneshot::Sender<()>> = None;
+    // A store may open with work left from before (a crash).
+    let mut owed = true;
     while shutdown.is_none() {
-        let Ok(first) = rx.recv() else { break };
-        match first {
-            Command::Job(j) => commit_batch(batch, j, rx, &mut shutdown),
-            Command::Shutdown(s) => shutdown = Some(s),
+        let next = if owed {
+            match rx.recv_timeout(IDLE) {
+                Ok(c) => Some(c),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(c) => Some(c),
+                Err(_) => break,
+            }
+        };
+        match next {
+            Some(Command::Job(j)) => owed = commit_batch(batch, j, rx, &mut shutdown),
+            Some(Command::Shutdown(s)) => shutdown = Some(s),
+            None => {
+                idle(batch);
+                owed = false;
+            }
         }
     }
     // Anything still queued behind the shutdown request is committed too.
@@ -232,6 +257,28 @@ fn run(batch: &Batch<'_>, rx: &mpsc::Receiver<Command>) -> Option<oneshot::Sende
         commit_jobs(batch, std::iter::once(first).chain(more));
     }
     shutdown
+}
+
+/// The work batches left, in a transaction of its own. A failure is
+/// logged: the work waits for the next batch, or for a caller that needs
+/// it done.
+fn idle(batch: &Batch<'_>) {
+    let conn = batch.conn;
+    let done = run_cached(conn, "BEGIN IMMEDIATE")
+        .and_then(|()| (batch.hooks.when_idle)(conn))
+        .and_then(|()| run_cached(conn, "COMMIT"));
+    match done {
+        Ok(()) => {
+            batch.hooks.commits.fetch_add(1, Ordering::Release);
+            batch.hooks.after_commit.committed();
+        }
+        Err(e) => {
+            tracing::warn!("the writer's idle work failed: {e}");
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+        }
+    }
 }
 
 /// Checkpoints and closes the connection, then answers the shutdown request.
@@ -250,13 +297,14 @@ fn close(conn: Connection, shutdown: Option<oneshot::Sender<()>>) {
 /// One transaction: `first`, then every job that is queued by the time the
 /// one before it has run (up to `MAX_BATCH`): the jobs that arrive while a
 /// batch runs join it rather than wait for a commit of their own. A shutdown
-/// request ends the batch; it is answered after this commit.
+/// request ends the batch; it is answered after this commit. Returns
+/// whether the batch left work for [`Hooks::when_idle`].
 fn commit_batch(
     batch: &Batch<'_>,
     first: Job,
     rx: &mpsc::Receiver<Command>,
     shutdown: &mut Option<oneshot::Sender<()>>,
-) {
+) -> bool {
     let mut n = 0;
     let jobs = std::iter::once(first).chain(std::iter::from_fn(|| {
         n += 1;
@@ -272,10 +320,10 @@ fn commit_batch(
             Err(_) => None,
         }
     }));
-    commit_jobs(batch, jobs);
+    commit_jobs(batch, jobs)
 }
 
-fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
+fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
     let conn = batch.conn;
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         tracing::error!("cannot begin a write transaction: {e}");
@@ -284,7 +332,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
         for job in jobs {
             (job(None, true).complete)(Err(&why));
         }
-        return;
+        return false;
     }
     let cautious = batch
         .spoiled_at
@@ -312,12 +360,15 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
                 "another write in its batch failed, and the batch was rolled back",
             ));
         }
-        return;
+        return false;
     }
-    let finished = (batch.hooks.before_commit)(conn).and_then(|()| run_cached(conn, "COMMIT"));
+    let finished = (batch.hooks.before_commit)(conn)
+        .and_then(|owed| run_cached(conn, "COMMIT").map(|()| owed));
     let failure;
+    let mut owed = false;
     let committed = match finished {
-        Ok(()) => {
+        Ok(left) => {
+            owed = left;
             // Counted before any caller hears of the commit.
             batch.hooks.commits.fetch_add(1, Ordering::Release);
             batch.hooks.after_commit.committed();
@@ -342,6 +393,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) {
     for c in completions {
         c(committed);
     }
+    owed
 }
 
 #[cfg(test)]
