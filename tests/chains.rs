@@ -711,7 +711,20 @@ action = {{ kind = "send", peer = "p", template = "again" }}
     )));
     let da = a.data_dir.clone();
     approved(&a, "m-1", "start").await;
-    let all = once_refused(&da).await;
+    // The peer pushes before it answers, so the loop can be refused while
+    // the hop that went through is still being sent: wait for both.
+    let all = eventually(
+        "the loop is refused and the first hop delivered",
+        || hops(&da),
+        |h| {
+            let again = |state: &str| {
+                h.iter()
+                    .any(|h| h["ruleId"] == "again" && h["state"] == state)
+            };
+            again("refused") && again("delivered")
+        },
+    )
+    .await;
     let again: Vec<&Value> = all.iter().filter(|h| h["ruleId"] == "again").collect();
     assert_eq!(again.len(), 2, "{all:#?}");
     let first = again
