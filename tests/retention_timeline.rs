@@ -261,7 +261,7 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
             "SELECT (SELECT COUNT(*) FROM messages WHERE task_id NOT IN (SELECT id FROM tasks))
                   + (SELECT COUNT(*) FROM turns WHERE task_id NOT IN (SELECT id FROM tasks))
                   + (SELECT COUNT(*) FROM decisions WHERE task_id NOT IN (SELECT id FROM tasks))
-                  + (SELECT COUNT(*) FROM turn_search WHERE turn_id NOT IN (SELECT id FROM turns))
+                  + (SELECT COUNT(*) FROM turn_search_docsize WHERE id NOT IN (SELECT rowid FROM turns))
                   + (SELECT COUNT(*) FROM chain_hops WHERE parent_task_id NOT IN (SELECT id FROM tasks))
                   + (SELECT COUNT(*) FROM outbox WHERE kind = 'decision'
                        AND ref_id NOT IN (SELECT id FROM decisions))",

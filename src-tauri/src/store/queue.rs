@@ -482,8 +482,10 @@ pub fn insert_decision(conn: &Connection, d: &DecisionRecord, search_text: &str)
     if !search_text.is_empty() {
         // The turn's entry must exist to take the decision's text.
         index_search_backlog(conn)?;
+        // The index keeps no text: the entry is written again whole (a
+        // turn is decided once).
         conn.prepare_cached(
-            "UPDATE turn_search SET text = text || ' ' || ?2
+            "UPDATE turn_search SET text = (SELECT preview FROM turns WHERE id = ?1) || ' ' || ?2
              WHERE rowid = (SELECT rowid FROM turns WHERE id = ?1)",
         )?
         .execute(params![d.turn_id, search_text])?;
@@ -542,8 +544,8 @@ pub fn search_backlog_waits(conn: &Connection) -> Result<bool> {
 fn index_turns(conn: &Connection, mark: i64, newest: i64) -> rusqlite::Result<()> {
     // A turn's search entry shares its rowid.
     conn.prepare_cached(
-        "INSERT INTO turn_search (rowid, turn_id, text)
-             SELECT rowid, id, preview FROM turns WHERE rowid > ?1 AND rowid <= ?2",
+        "INSERT INTO turn_search (rowid, text)
+             SELECT rowid, preview FROM turns WHERE rowid > ?1 AND rowid <= ?2",
     )?
     .execute(params![mark, newest])?;
     conn.prepare_cached("UPDATE search_mark SET turn_rowid = ?1")?
@@ -962,9 +964,14 @@ mod tests {
         .unwrap()
     }
 
+    /// Entries in the index (every parked request says `common`).
     fn entries(c: &Connection) -> i64 {
-        c.query_row("SELECT count(*) FROM turn_search", [], |r| r.get(0))
-            .unwrap()
+        c.query_row(
+            "SELECT count(*) FROM turn_search WHERE turn_search MATCH 'common'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
     }
 
     /// The tasks whose turns a full-text query finds.

@@ -261,12 +261,21 @@ const MIGRATIONS: &[Step] = &[
     Code(super::dispatch::backfill_lineage),
     // 18: parked turns join the full-text index in groups, not at each
     // commit (see `queue::SEARCH_BACKLOG`); those after the mark wait.
-    // Every turn stored so far was indexed as it committed.
+    // Every turn stored so far was indexed as it committed. The index
+    // keeps no copy of its text (the turn's preview and its decision's
+    // text are in `turns` and `decisions`; searches read only rowids,
+    // which stay): writing it was a sixth of indexing a turn. It still
+    // keeps each entry's length, which deleting an entry needs.
     Sql("CREATE TABLE search_mark (
         only       INTEGER PRIMARY KEY CHECK (only = 1),
         turn_rowid INTEGER NOT NULL
     );
-    INSERT INTO search_mark (only, turn_rowid) SELECT 1, coalesce(max(rowid), 0) FROM turns;"),
+    INSERT INTO search_mark (only, turn_rowid) SELECT 1, coalesce(max(rowid), 0) FROM turns;
+    CREATE VIRTUAL TABLE turn_search_18 USING fts5(
+        text, content = '', contentless_delete = 1);
+    INSERT INTO turn_search_18 (rowid, text) SELECT rowid, text FROM turn_search;
+    DROP TABLE turn_search;
+    ALTER TABLE turn_search_18 RENAME TO turn_search;"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
@@ -340,7 +349,7 @@ mod tests {
     /// every entry and its text.
     #[test]
     fn search_entries_move_to_their_turns_rowids() {
-        let (_dir, path, mut c) = at_version(7);
+        let (_dir, _path, c) = at_version(7);
         c.execute_batch(
             "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
                  VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1);
@@ -352,7 +361,7 @@ mod tests {
                  VALUES (40, 'u2', 'restart servers approved'), (41, 'u1', 'pay the invoice');",
         )
         .unwrap();
-        migrate(&mut c, &path).unwrap();
+        MIGRATIONS[7].run(&c).unwrap();
         let rows: Vec<(String, String, bool)> = c
             .prepare(
                 "SELECT s.turn_id, s.text, s.rowid = t.rowid FROM turn_search s
@@ -562,6 +571,47 @@ mod tests {
         }
     }
 
+    /// Migration 18 keeps every entry findable by its words (decisions'
+    /// text included) in the index that keeps no text, and marks every
+    /// turn there as indexed.
+    #[test]
+    fn search_entries_move_to_an_index_without_text_and_none_waits() {
+        let (_dir, path, mut c) = at_version(17);
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES ('t', 'a', 'o', 'c', 6, '{}', 1, 1);
+             INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms)
+                 VALUES ('u1', 't', 'a', 'served', 6, 'pay the invoice', 1),
+                        ('u2', 't', 'a', 'served', 6, 'restart servers', 2);
+             INSERT INTO turn_search (rowid, turn_id, text)
+                 SELECT rowid, id, preview || CASE id WHEN 'u2' THEN ' approved' ELSE '' END
+                 FROM turns;",
+        )
+        .unwrap();
+        migrate(&mut c, &path).unwrap();
+        let find = |q: &str| -> Vec<String> {
+            c.prepare(
+                "SELECT id FROM turns WHERE rowid IN
+                     (SELECT rowid FROM turn_search WHERE turn_search MATCH ?1) ORDER BY id",
+            )
+            .unwrap()
+            .query_map([q], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+        };
+        assert_eq!(find("approved"), ["u2"]);
+        assert_eq!(find("invoice"), ["u1"]);
+        assert_eq!(find("s*"), ["u2"]);
+        assert!(!super::super::queue::search_backlog_waits(&c).unwrap());
+        let text: Option<String> = c
+            .query_row("SELECT text FROM turn_search WHERE rowid = 1", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(text, None, "no copy of the text is kept");
+    }
+
     /// Search reads a match's turn by rowid (the entry shares it, migration
     /// 8). SQLite says VACUUM may renumber the rowids of a table without an
     /// INTEGER PRIMARY KEY, as `turns` is; the bundled SQLite keeps them,
@@ -583,8 +633,8 @@ mod tests {
             )
             .unwrap();
             c.execute(
-                "INSERT INTO turn_search (rowid, turn_id, text)
-                     SELECT rowid, id, preview FROM turns WHERE id = ?1",
+                "INSERT INTO turn_search (rowid, text)
+                     SELECT rowid, preview FROM turns WHERE id = ?1",
                 [format!("u{i}")],
             )
             .unwrap();
@@ -596,24 +646,21 @@ mod tests {
              VACUUM;",
         )
         .unwrap();
-        let out_of_step: i64 = c
-            .query_row(
-                "SELECT count(*) FROM turn_search s LEFT JOIN turns t ON t.rowid = s.rowid
-                     WHERE t.id IS NOT s.turn_id",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(out_of_step, 0);
-        let hit: String = c
-            .query_row(
+        // Each surviving turn's own word finds it, and it alone.
+        let mut find = c
+            .prepare(
                 "SELECT id FROM turns WHERE rowid IN
-                     (SELECT rowid FROM turn_search WHERE turn_search MATCH 'word200')",
-                [],
-                |r| r.get(0),
+                     (SELECT rowid FROM turn_search WHERE turn_search MATCH ?1)",
             )
             .unwrap();
-        assert_eq!(hit, "u200");
+        for i in (0..300).filter(|i| i % 3 != 0) {
+            let hits: Vec<String> = find
+                .query_map([format!("word{i}")], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert_eq!(hits, [format!("u{i}")]);
+        }
     }
 
     /// An agent with few tasks has its page picked from its own index
