@@ -244,6 +244,34 @@ fallback = [{ status = { state = "working" } }]
             .await;
         assert_eq!(trimmed["task"], got, "{agent}: trimmed answer differs");
     }
+    // With the request's metadata (the task's), the message's own, and
+    // text that JSON escapes, every history length.
+    for history_length in [json!(null), json!(0), json!(1), json!(2), json!(5)] {
+        let mut msg = message("meta-1", "quote \" tab \t é \u{1F600} </script>");
+        msg["metadata"] = json!({"from": "ops", "n": [1, 2.5, null]});
+        msg["messageId"] = json!(format!("meta-{history_length}"));
+        let sent = c
+            .rpc_ok(
+                "inbox",
+                "SendMessage",
+                json!({
+                    "message": msg,
+                    "configuration": {"historyLength": history_length},
+                    "metadata": {"ticket": "T-1", "nested": {"deep": true}},
+                }),
+            )
+            .await;
+        let t = &sent["task"];
+        assert_eq!(t["metadata"]["ticket"], "T-1", "{t}");
+        let got = c
+            .rpc_ok(
+                "inbox",
+                "GetTask",
+                json!({"id": t["id"], "historyLength": history_length}),
+            )
+            .await;
+        assert_eq!(t, &got, "historyLength {history_length}");
+    }
 }
 
 #[tokio::test]

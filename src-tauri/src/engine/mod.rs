@@ -77,6 +77,10 @@ pub struct Started {
     /// once settled the task (terminal or interrupted), and `reply` is the
     /// task as it stands after them. The caller can answer with it as is.
     pub settled: bool,
+    /// For a v1.0 caller, when the task was settled by the one status
+    /// stored with it: `reply` as stored (the JSON written then), which
+    /// the answer is written from instead of writing `reply` again.
+    pub stored: Option<tasks::CreatedTask>,
 }
 
 /// The engine. Cheap to clone.
@@ -297,13 +301,13 @@ fn create_with_status(
     (state, message): (TaskState, Option<Message>),
     applied: &mut Applied,
     max_depth: i64,
-) -> Result<(TaskHead, StreamResponse), store::Error> {
+) -> Result<(TaskHead, StreamResponse, tasks::CreatedBodies), store::Error> {
     let now = new.now_ms;
     let (status, body) = status_change(&new.id, &new.context_id, state, message, now);
     new.status = status;
     let history: Vec<&Message> = task.history.iter().chain(&new.status.message).collect();
     let preview = store::queue::preview_of_newest_first(history.iter().rev().copied());
-    let head = tasks::create_with_history(conn, &new, &history, 2)?;
+    let (head, bodies) = tasks::create_with_history(conn, &new, &history, 2)?;
     let first = StreamResponse::Task(task);
     let from = TaskState::Submitted;
     store::queue::sync_turn_with(
@@ -336,7 +340,7 @@ fn create_with_status(
         state,
         body,
     });
-    Ok((head, first))
+    Ok((head, first, bodies))
 }
 
 /// An `append` chunk without its own id extends the artifact produced last
@@ -610,6 +614,7 @@ impl Engine {
                     events: None,
                     run: None,
                     settled: false,
+                    stored: None,
                 });
             }
             Plan::Run(steps) => steps,
@@ -618,7 +623,9 @@ impl Engine {
         let owner_s = owner.to_owned();
         let mut steps = steps;
         let mut last_artifact = None;
-        let (task_id, rx, seq, snapshot, settled) = if let Some(task_id) = msg.task_id.clone() {
+        let (task_id, rx, seq, snapshot, settled, stored) = if let Some(task_id) =
+            msg.task_id.clone()
+        {
             let max_history = self.inner.limits.max_history as i64;
             let (aid, own, tid) = (agent_id.clone(), owner_s.clone(), task_id.clone());
             let fresh = self
@@ -676,9 +683,10 @@ impl Engine {
                     events: Some(rx),
                     run: None,
                     settled: false,
+                    stored: None,
                 });
             }
-            (task_id, Some(rx), head.last_seq, task, false)
+            (task_id, Some(rx), head.last_seq, task, false, None)
         } else {
             let id = chosen_id.unwrap_or_else(new_id);
             let context_id = msg.context_id.clone().unwrap_or_else(new_id);
@@ -726,7 +734,7 @@ impl Engine {
             // Every step of this job that can fail is a statement on the
             // database (or a read of a row it wrote), so it needs no
             // savepoint of its own: the most frequent job skips that copy.
-            let (created, first) = self
+            let (created, first, bodies) = self
                 .inner
                 .store
                 .write_then_unguarded(
@@ -751,42 +759,44 @@ impl Engine {
                             _ => None,
                         };
                         let took_first = fused.is_some();
-                        let (mut head, first) = if let Some(Step::Status(state, message)) = fused {
-                            create_with_status(
-                                conn,
-                                new,
-                                task,
-                                (state, message),
-                                &mut applied,
-                                max_depth,
-                            )?
-                        } else {
-                            let head = tasks::create(conn, &new, &task.history[0])?;
-                            let first = StreamResponse::Task(task);
-                            // Stored before the first event goes out: it is
-                            // owed that event too.
-                            if let Some(mut cfg) = inline_push {
-                                cfg.task_id = Some(new.id.clone());
-                                cfg.id.get_or_insert_with(|| new.id.clone());
-                                tasks::put_push_config(conn, &cfg, push_dialect, now)?;
-                            }
-                            store::dispatch::fan_out(
-                                conn,
-                                &new.id,
-                                head.last_seq,
-                                &first,
-                                None,
-                                max_depth,
-                                now,
-                            )?;
-                            (head, first)
-                        };
+                        let (mut head, first, bodies) =
+                            if let Some(Step::Status(state, message)) = fused {
+                                let (head, first, bodies) = create_with_status(
+                                    conn,
+                                    new,
+                                    task,
+                                    (state, message),
+                                    &mut applied,
+                                    max_depth,
+                                )?;
+                                (head, first, Some(bodies))
+                            } else {
+                                let head = tasks::create(conn, &new, &task.history[0])?;
+                                let first = StreamResponse::Task(task);
+                                // Stored before the first event goes out: it is
+                                // owed that event too.
+                                if let Some(mut cfg) = inline_push {
+                                    cfg.task_id = Some(new.id.clone());
+                                    cfg.id.get_or_insert_with(|| new.id.clone());
+                                    tasks::put_push_config(conn, &cfg, push_dialect, now)?;
+                                }
+                                store::dispatch::fan_out(
+                                    conn,
+                                    &new.id,
+                                    head.last_seq,
+                                    &first,
+                                    None,
+                                    max_depth,
+                                    now,
+                                )?;
+                                (head, first, None)
+                            };
                         if now_steps.peek().is_none() && !took_first {
-                            return Ok((applied, first));
+                            return Ok((applied, first, bodies));
                         }
                         for step in now_steps {
                             if !applied.take(conn, &mut head, step, max_depth, now)? {
-                                return Ok((applied, first));
+                                return Ok((applied, first, bodies));
                             }
                         }
                         // All of them now: settle as the run would at its end.
@@ -795,9 +805,13 @@ impl Engine {
                         {
                             applied.take(conn, &mut head, SETTLE, max_depth, now)?;
                         }
-                        Ok((applied, first))
+                        Ok((applied, first, bodies))
                     },
-                    move |(applied, _): &(Applied, StreamResponse)| {
+                    move |(applied, ..): &(
+                        Applied,
+                        StreamResponse,
+                        Option<tasks::CreatedBodies>,
+                    )| {
                         for ev in &applied.events {
                             engine.inner.bus.publish(ev.clone());
                         }
@@ -814,10 +828,18 @@ impl Engine {
                 )));
             };
             let (snapshot, settled) = settled_task(snapshot, &created.events);
+            // Stored as it stands when nothing moved it after the status it
+            // was created with.
+            let stored = match bodies {
+                Some(b) if settled && created.events.len() == 1 && dialect == Dialect::V1 => Some(
+                    tasks::CreatedTask::new(snapshot.id.clone(), snapshot.context_id.clone(), b),
+                ),
+                _ => None,
+            };
             // A settled task's caller answers at once: it needs no events
             // (and a channel is a sizeable allocation).
             let rx = (!settled).then(|| self.inner.bus.subscribe_task(&id));
-            (id, rx, created.seq, snapshot, settled)
+            (id, rx, created.seq, snapshot, settled, stored)
         };
         let run = if let Some(message) = forwarded {
             let (engine, agent) = (self.clone(), agent.clone());
@@ -844,6 +866,7 @@ impl Engine {
             events: rx,
             run,
             settled,
+            stored,
         })
     }
 

@@ -17,7 +17,7 @@ use crate::a2a::types::{
 use crate::a2a::v0_3::{self, Dialect};
 use crate::a2a::{Error, to_json_sized};
 use crate::engine::Agent;
-use crate::store::tasks::StoredTask;
+use crate::store::tasks::{CreatedTask, StoredTask};
 
 /// One A2A operation with its parameters.
 #[derive(Debug)]
@@ -38,6 +38,10 @@ pub enum Op {
 /// What an operation answers, before a binding renders it.
 pub enum Outcome {
     Sent(SendMessageResponse),
+    /// A task sent to, as stored (v1.0 JSON, not read into types): a
+    /// SendMessage answered to a v1.0 caller with the task as it was
+    /// created (see [`crate::engine::Started::stored`]).
+    SentStored(CreatedTask),
     /// A task, with the dialect it was created in.
     Task(Task, Dialect),
     /// A task as stored (v1.0 JSON, not read into types), with the dialect
@@ -83,6 +87,28 @@ pub(super) fn json_text<T: serde::Serialize>(
     .map_err(|e| Error::Internal(format!("cannot encode the result: {e}")))
 }
 
+/// A SendMessage answer (`{"task": …}`) written from the task's stored JSON;
+/// `id` given: wrapped in a JSON-RPC response with that id, as
+/// [`json_text`] wraps.
+fn sent_stored_json(id: Option<&Value>, t: &CreatedTask) -> Result<String, Error> {
+    let encode = |e: crate::store::Error| Error::Internal(format!("cannot encode the result: {e}"));
+    let mut out = String::with_capacity(1024);
+    if let Some(id) = id {
+        out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+        let id = serde_json::to_string(id)
+            .map_err(|e| Error::Internal(format!("cannot encode the id: {e}")))?;
+        out.push_str(&id);
+        out.push_str(",\"result\":");
+    }
+    out.push_str("{\"task\":");
+    t.write_v1(&mut out).map_err(encode)?;
+    out.push('}');
+    if id.is_some() {
+        out.push('}');
+    }
+    Ok(out)
+}
+
 /// A ListTasks result in an older dialect.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,6 +127,10 @@ impl serde::Serialize for V1<'_> {
         use serde::ser::{Error as _, SerializeMap};
         match self.0 {
             Outcome::Sent(r) => r.serialize(s),
+            Outcome::SentStored(t) => {
+                let t = t.parse().map_err(S::Error::custom)?;
+                SendMessageResponse::Task(t).serialize(s)
+            }
             Outcome::Task(t, _) => t.serialize(s),
             Outcome::StoredTask(t, _) => t.serialize(s),
             Outcome::Tasks(l) => l.serialize(s),
@@ -138,10 +168,11 @@ impl Outcome {
     /// Written straight from the typed value: building a `Value` first
     /// showed in profiles of GetTask.
     pub fn to_v1_json(&self, id: Option<&Value>) -> Result<String, Error> {
-        if matches!(self, Outcome::Stream(_)) {
-            return Err(Error::Internal("a stream has no single result".into()));
+        match self {
+            Outcome::Stream(_) => Err(Error::Internal("a stream has no single result".into())),
+            Outcome::SentStored(t) => sent_stored_json(id, t),
+            _ => json_text(id, &V1(self)),
         }
-        json_text(id, &V1(self))
     }
 
     /// The result in an older dialect's JSON-RPC shapes, as text; `id`
@@ -154,6 +185,7 @@ impl Outcome {
         match self {
             Outcome::Sent(SendMessageResponse::Task(t)) => json_text(id, &Old(t, dialect)),
             Outcome::Sent(SendMessageResponse::Message(m)) => json_text(id, &Old(m, dialect)),
+            Outcome::SentStored(t) => json_text(id, &Old(&t.parse()?, dialect)),
             Outcome::Task(t, origin) => json_text(id, &Old(t, task_dialect(*origin, dialect))),
             Outcome::StoredTask(t, origin) => {
                 json_text(id, &Old(&t.parse()?, task_dialect(*origin, dialect)))
@@ -281,6 +313,12 @@ pub async fn execute(
                 // A message, or a task settled in the transaction that
                 // created it: nothing to wait for or read back.
                 _ => {
+                    if let Some(mut stored) = started.stored.take() {
+                        if let Some(n) = cfg.history_length {
+                            stored.keep_history(usize::try_from(n).unwrap_or(0));
+                        }
+                        return Ok(Outcome::SentStored(stored));
+                    }
                     let reply = match started.reply {
                         SendMessageResponse::Task(task) => {
                             SendMessageResponse::Task(sse::trim_history(task, cfg.history_length))

@@ -91,6 +91,13 @@ pub async fn handle(
                 .into_response();
         }
         Outcome::Sent(r) => ops::json_text(None, &wire::Rest(&r, names)),
+        Outcome::SentStored(t) => match t.parse() {
+            Ok(t) => ops::json_text(
+                None,
+                &wire::Rest(&crate::a2a::types::SendMessageResponse::Task(t), names),
+            ),
+            Err(e) => Err(e.into()),
+        },
         Outcome::Task(t, _) => ops::json_text(None, &wire::Rest(&t, names)),
         Outcome::StoredTask(t, _) => match t.parse() {
             Ok(t) => ops::json_text(None, &wire::Rest(&t, names)),

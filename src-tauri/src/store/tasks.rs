@@ -59,7 +59,7 @@ fn state_of(n: i64) -> Result<TaskState> {
 /// it owes is queued with it in the outbox. Migration 10 dropped the log
 /// they were once copied to, which nothing read.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
-    insert_row(conn, t, 0, 0, None)
+    Ok(insert_row(conn, t, 0, 0, None)?.0)
 }
 
 /// A watched task's place on its peer: the peer, the task's id there, and
@@ -72,14 +72,16 @@ pub struct Mirrored<'a> {
 
 /// Inserts the row of a task that will hold `messages` messages and
 /// `events` events; a watched task's row is linked to its peer's task.
+/// Returns its head, and the JSON its status and metadata were stored as.
 fn insert_row(
     conn: &Connection,
     t: &NewTask,
     messages: i64,
     events: i64,
     link: Option<&Mirrored<'_>>,
-) -> Result<TaskHead> {
+) -> Result<(TaskHead, String, Option<String>)> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
+    let status = to_json(&t.status)?;
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
                             parked, created_ms, updated_ms, dialect, history_len, last_seq,
@@ -92,7 +94,7 @@ fn insert_row(
         t.owner,
         t.context_id,
         t.status.state.number(),
-        to_json(&t.status)?,
+        status,
         metadata,
         t.status.state.is_interrupted(),
         t.now_ms,
@@ -104,7 +106,7 @@ fn insert_row(
         link.and_then(|l| l.subscription),
         if link.is_some() { "watched" } else { "served" },
     ])?;
-    Ok(new_head(t, messages, events))
+    Ok((new_head(t, messages, events), status, metadata))
 }
 
 /// The head of the task `t` once it holds `messages` messages and `events`
@@ -128,7 +130,7 @@ fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
 /// number 1 of each), in two statements: counting them up one by one took
 /// two more updates of the new row. Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
-    let head = insert_row(conn, t, 1, 1, None)?;
+    let (head, ..) = insert_row(conn, t, 1, 1, None)?;
     insert_message(conn, &t.id, 1, first)?;
     Ok(head)
 }
@@ -142,8 +144,85 @@ pub fn create_with_history(
     t: &NewTask,
     history: &[&Message],
     events: i64,
-) -> Result<TaskHead> {
+) -> Result<(TaskHead, CreatedBodies)> {
     create_rows(conn, t, history.iter().copied(), events, None)
+}
+
+/// The JSON a task was created with: its status, metadata and history, as
+/// stored (see [`CreatedTask`]).
+pub struct CreatedBodies {
+    status: String,
+    metadata: Option<String>,
+    history: Vec<String>,
+}
+
+/// A task as it was created, in the JSON it was stored as: what
+/// [`load_stored`] would read right after (with an empty list of
+/// artifacts), without reading it. An answer written from it is the one
+/// GetTask would write then, and writing it costs copies of text where
+/// writing the task's types took a tenth of a parked SendMessage. The text
+/// is written as it is, unchecked: serde_json wrote it moments before.
+pub struct CreatedTask {
+    id: String,
+    context_id: String,
+    bodies: CreatedBodies,
+}
+
+impl CreatedTask {
+    pub fn new(id: String, context_id: String, bodies: CreatedBodies) -> Self {
+        Self {
+            id,
+            context_id,
+            bodies,
+        }
+    }
+
+    /// Keeps the last `n` messages of the history.
+    pub fn keep_history(&mut self, n: usize) {
+        let h = &mut self.bodies.history;
+        h.drain(..h.len().saturating_sub(n));
+    }
+
+    /// Writes the task as [`Task`]'s v1.0 JSON: its members in `Task`'s
+    /// order, `artifacts` empty, `history` left out when empty and
+    /// `metadata` when absent.
+    pub fn write_v1(&self, out: &mut String) -> Result<()> {
+        out.push_str("{\"id\":");
+        out.push_str(&to_json(&self.id)?);
+        out.push_str(",\"contextId\":");
+        out.push_str(&to_json(&self.context_id)?);
+        out.push_str(",\"status\":");
+        out.push_str(&self.bodies.status);
+        out.push_str(",\"artifacts\":[]");
+        if !self.bodies.history.is_empty() {
+            out.push_str(",\"history\":[");
+            for (i, m) in self.bodies.history.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(m);
+            }
+            out.push(']');
+        }
+        if let Some(m) = &self.bodies.metadata {
+            out.push_str(",\"metadata\":");
+            out.push_str(m);
+        }
+        out.push('}');
+        Ok(())
+    }
+
+    /// The task, parsed (for the dialects that reshape it).
+    pub fn parse(&self) -> Result<Task> {
+        task_of(
+            &self.id,
+            &self.context_id,
+            &self.bodies.status,
+            Some(std::iter::empty()),
+            self.bodies.history.iter().map(String::as_str),
+            self.bodies.metadata.as_deref(),
+        )
+    }
 }
 
 /// Like [`create_with_history`], for a watched task mirrored from `link`:
@@ -155,7 +234,7 @@ pub fn create_mirror(
     events: i64,
     link: &Mirrored<'_>,
 ) -> Result<TaskHead> {
-    create_rows(conn, t, history.iter(), events, Some(link))
+    Ok(create_rows(conn, t, history.iter(), events, Some(link))?.0)
 }
 
 fn create_rows<'m>(
@@ -164,13 +243,21 @@ fn create_rows<'m>(
     history: impl ExactSizeIterator<Item = &'m Message>,
     events: i64,
     link: Option<&Mirrored<'_>>,
-) -> Result<TaskHead> {
+) -> Result<(TaskHead, CreatedBodies)> {
     let n = i64::try_from(history.len()).unwrap_or(i64::MAX);
-    let head = insert_row(conn, t, n, events, link)?;
+    let (head, status, metadata) = insert_row(conn, t, n, events, link)?;
+    let mut bodies = Vec::with_capacity(history.len());
     for (seq, m) in (1..).zip(history) {
-        insert_message(conn, &t.id, seq, m)?;
+        bodies.push(insert_message(conn, &t.id, seq, m)?);
     }
-    Ok(head)
+    Ok((
+        head,
+        CreatedBodies {
+            status,
+            metadata,
+            history: bodies,
+        },
+    ))
 }
 
 /// The head's columns, in the order [`head_row`] reads them.
@@ -316,8 +403,11 @@ pub fn append_encoded(conn: &Connection, task_id: &str, m: &EncodedMessage) -> R
     insert_encoded(conn, task_id, seq, m)
 }
 
-fn insert_message(conn: &Connection, task_id: &str, seq: i64, m: &Message) -> Result<()> {
-    insert_encoded(conn, task_id, seq, &EncodedMessage::new(m)?)
+/// Returns the JSON the message was stored as.
+fn insert_message(conn: &Connection, task_id: &str, seq: i64, m: &Message) -> Result<String> {
+    let encoded = EncodedMessage::new(m)?;
+    insert_encoded(conn, task_id, seq, &encoded)?;
+    Ok(encoded.body)
 }
 
 fn insert_encoded(conn: &Connection, task_id: &str, seq: i64, m: &EncodedMessage) -> Result<()> {
@@ -811,6 +901,72 @@ mod tests {
         assert_eq!(all.history, vec![first, asked]);
         assert_eq!(all.artifacts.as_deref(), Some(&[artifact][..]));
         assert!(load_stored(&conn, "nope", None, true).unwrap().is_none());
+    }
+
+    /// A task written from the JSON it was created with is, to the byte,
+    /// what GetTask writes from the stored task right after, and what its
+    /// parsed form writes: for every history length, with and without
+    /// metadata, with ids and text that JSON escapes.
+    #[test]
+    fn a_created_task_writes_what_get_task_writes() {
+        let (_dir, conn) = migrated();
+        let first = message(json!({
+            "messageId": "m1", "role": "ROLE_USER", "taskId": "t\"1", "contextId": "c\\1",
+            "parts": [
+                {"text": "Deploy \"all\" regions?\n<b>now</b> é ✓ \u{1F600}"},
+                {"data": {"b": [1, 2.5, null, true], "a": {"z": "y"}}}
+            ],
+            "metadata": {"priority": 2}
+        }));
+        let asked = message(json!({
+            "messageId": "m2", "role": "ROLE_AGENT", "taskId": "t\"1", "contextId": "c\\1",
+            "parts": [{"text": "Approve?"}]
+        }));
+        for metadata in [None, Some(json!({"source": "test", "n": [1, {"x": null}]}))] {
+            let id = format!("t\"1{}", metadata.is_some());
+            let new = NewTask {
+                id: id.clone(),
+                agent_id: "a".into(),
+                owner: "o".into(),
+                context_id: "c\\1".into(),
+                status: TaskStatus {
+                    state: TaskState::InputRequired,
+                    message: Some(asked.clone()),
+                    timestamp: Some("2026-11-27T06:00:01.000Z".into()),
+                },
+                metadata: metadata.map(|m| m.as_object().unwrap().clone()),
+                now_ms: 1,
+                dialect: "v1",
+            };
+            let (_, bodies) = create_with_history(&conn, &new, &[&first, &asked], 2).unwrap();
+            let created = CreatedTask::new(id.clone(), "c\\1".into(), bodies);
+            for history in [None, Some(0), Some(1), Some(5)] {
+                let mut kept = CreatedTask::new(
+                    id.clone(),
+                    "c\\1".into(),
+                    CreatedBodies {
+                        status: created.bodies.status.clone(),
+                        metadata: created.bodies.metadata.clone(),
+                        history: created.bodies.history.clone(),
+                    },
+                );
+                if let Some(n) = history {
+                    kept.keep_history(n);
+                }
+                let mut written = String::new();
+                kept.write_v1(&mut written).unwrap();
+                let (_, stored) = load_stored(&conn, &id, history, true).unwrap().unwrap();
+                assert_eq!(
+                    written,
+                    serde_json::to_string(&stored).unwrap(),
+                    "history {history:?}"
+                );
+                assert_eq!(
+                    written,
+                    serde_json::to_string(&kept.parse().unwrap()).unwrap()
+                );
+            }
+        }
     }
 
     /// A stored body that is not JSON is reported as corrupt, not written
