@@ -556,13 +556,13 @@ fn index_turns(conn: &Connection, mark: i64, newest: i64) -> rusqlite::Result<()
 }
 
 /// Adds every waiting turn to the full-text index (in the caller's
-/// transaction).
-pub fn index_search_backlog(conn: &Connection) -> rusqlite::Result<()> {
+/// transaction). Returns whether any waited.
+pub fn index_search_backlog(conn: &Connection) -> rusqlite::Result<bool> {
     let (mark, newest) = search_backlog(conn)?;
     if newest > mark {
         index_turns(conn, mark, newest)?;
     }
-    Ok(())
+    Ok(newest > mark)
 }
 
 /// Before a batch commits: adds the waiting turns to the full-text index
@@ -1111,6 +1111,15 @@ mod tests {
         assert_eq!(store_entries(&store).await, 5);
         let hits = store.read(|c| Ok(found(c, "word3"))).await.unwrap();
         assert_eq!(hits, ["t3"]);
+        store.close().await;
+
+        // With nothing waiting, the idle pass commits nothing (a commit
+        // would drop the queue's cached counts for no change).
+        let (dir, c) = migrated();
+        drop(c);
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        assert_eq!(store.commits(), 0);
     }
 
     /// An agent's recent tasks page in the same order, newest first with

@@ -150,6 +150,7 @@ pub fn create_with_history(
 
 /// The JSON a task was created with: its status, metadata and history, as
 /// stored (see [`CreatedTask`]).
+#[derive(Clone)]
 pub struct CreatedBodies {
     status: String,
     metadata: Option<String>,
@@ -162,6 +163,7 @@ pub struct CreatedBodies {
 /// GetTask would write then, and writing it costs copies of text where
 /// writing the task's types took a tenth of a parked SendMessage. The text
 /// is written as it is, unchecked: serde_json wrote it moments before.
+#[derive(Clone)]
 pub struct CreatedTask {
     id: String,
     context_id: String,
@@ -941,15 +943,7 @@ mod tests {
             let (_, bodies) = create_with_history(&conn, &new, &[&first, &asked], 2).unwrap();
             let created = CreatedTask::new(id.clone(), "c\\1".into(), bodies);
             for history in [None, Some(0), Some(1), Some(5)] {
-                let mut kept = CreatedTask::new(
-                    id.clone(),
-                    "c\\1".into(),
-                    CreatedBodies {
-                        status: created.bodies.status.clone(),
-                        metadata: created.bodies.metadata.clone(),
-                        history: created.bodies.history.clone(),
-                    },
-                );
+                let mut kept = created.clone();
                 if let Some(n) = history {
                     kept.keep_history(n);
                 }

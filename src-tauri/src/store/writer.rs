@@ -54,8 +54,9 @@ pub struct Hooks {
     /// returns whether it left work for [`Hooks::when_idle`].
     pub before_commit: fn(&Connection) -> rusqlite::Result<bool>,
     /// Runs in a transaction of its own once no job came for [`IDLE`]
-    /// after a commit that left work (and once after the writer starts).
-    pub when_idle: fn(&Connection) -> rusqlite::Result<()>,
+    /// after a commit that left work (and once after the writer starts);
+    /// returns whether it wrote anything (if not, nothing is committed).
+    pub when_idle: fn(&Connection) -> rusqlite::Result<bool>,
     /// Told of each commit.
     pub after_commit: super::checkpoint::Nudge,
     /// Notified after a commit that queued outbox items (see
@@ -266,9 +267,12 @@ fn idle(batch: &Batch<'_>) {
     let conn = batch.conn;
     let done = run_cached(conn, "BEGIN IMMEDIATE")
         .and_then(|()| (batch.hooks.when_idle)(conn))
-        .and_then(|()| run_cached(conn, "COMMIT"));
+        .and_then(|wrote| {
+            run_cached(conn, if wrote { "COMMIT" } else { "ROLLBACK" }).map(|()| wrote)
+        });
     match done {
-        Ok(()) => {
+        Ok(false) => {}
+        Ok(true) => {
             batch.hooks.commits.fetch_add(1, Ordering::Release);
             batch.hooks.after_commit.committed();
         }
