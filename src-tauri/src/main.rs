@@ -14,6 +14,13 @@ use countersign::cli::{self, CliError, Output};
 use countersign::config::Config;
 use countersign::server::run::{ServeOptions, serve};
 
+/// Every allocation of the process goes through mimalloc: the request path
+/// allocates and frees about a hundred small buffers per request, and
+/// glibc's allocator spent 13% of a durable SendMessage's instructions on
+/// them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Countersign: approve, answer or reject the work AI agents park for you.
 #[derive(Parser)]
 #[command(
