@@ -5,8 +5,8 @@
 //! Fills a fresh SQLite file with N parked tasks (default 100,000) across
 //! three agents (and two with 0.5% and 1.1% of them), then times queue
 //! pages: first page each way, a page deep in the queue (by cursor), an
-//! agent filter, a text search, recent tasks of every agent and of one
-//! agent each, and a decision.
+//! agent filter, a text search, recent tasks of every agent, of one
+//! agent each and of one state, and a decision.
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -174,17 +174,37 @@ fn main() {
         );
     }
     // Recent tasks (`countersign tasks`): every agent's, one agent's (a
-    // third of them), an agent's with few (500, 1,112) and with none.
-    for (name, agent) in [
-        ("recent tasks (50)", None),
-        ("recent tasks, one agent (50)", Some("ops")),
-        ("recent tasks, agent with 1,112 (50)", Some("scarce")),
-        ("recent tasks, agent with 500 (50)", Some("few")),
-        ("recent tasks, an agent with none", Some("nobody")),
+    // third of them), an agent's with few (500, 1,112) and with none; one
+    // state's (every task's, and one no task is in), alone and with an
+    // agent.
+    for (name, agent, state) in [
+        ("recent tasks (50)", None, None),
+        ("recent tasks, one agent (50)", Some("ops"), None),
+        ("recent tasks, agent with 1,112 (50)", Some("scarce"), None),
+        ("recent tasks, agent with 500 (50)", Some("few"), None),
+        ("recent tasks, an agent with none", Some("nobody"), None),
+        // The tasks are stored as submitted (their turns are opened
+        // directly): every task is in that state.
+        (
+            "recent tasks, submitted (50)",
+            None,
+            Some(TaskState::Submitted),
+        ),
+        (
+            "recent tasks, a state with none",
+            None,
+            Some(TaskState::Failed),
+        ),
+        (
+            "recent tasks, one agent, state none",
+            Some("ops"),
+            Some(TaskState::Failed),
+        ),
     ] {
         let (p50, p99) = time(50, || {
             let query = TasksQuery {
                 agent_id: agent.map(str::to_owned),
+                state,
                 ..Default::default()
             };
             rt.block_on(engine.recent_tasks(query))

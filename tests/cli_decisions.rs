@@ -292,6 +292,22 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
         .await;
     assert_eq!(next["items"][0]["id"], deploy.as_str(), "{next}");
     assert!(next.get("nextCursor").is_none(), "{next}");
+    // A cursor of the older form (time and rowid, without the state the
+    // list is ordered by since migration 19) is refused, not misread.
+    use base64::Engine as _;
+    let older = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("1800000000000:2");
+    let (status, body) = api
+        .call(
+            reqwest::Method::GET,
+            &format!("/tasks?agent=ops&limit=1&cursor={older}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string().contains("is not one this server issued"),
+        "{body}"
+    );
     let page: Value =
         serde_json::from_str(&cs_ok(dir, &parked(&["--agent", "inbox", "--json"])).await).unwrap();
     assert_eq!(page["total"], 1, "{page}");

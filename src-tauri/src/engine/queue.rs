@@ -233,6 +233,23 @@ fn decode_cursor(c: &str) -> Result<(i64, String), QueryError> {
     Ok((ms.parse().map_err(|_| bad())?, id.to_owned()))
 }
 
+/// A cursor of recent tasks: `(time, state, rowid)`, the state and rowid
+/// written `state.rowid`.
+fn encode_recent(t: &q::TaskSummary, rowid: i64) -> String {
+    encode_cursor(t.updated_ms, &format!("{}.{rowid}", t.state.number()))
+}
+
+fn decode_recent(c: &str) -> Result<q::RecentPosition, QueryError> {
+    let bad = || QueryError::Invalid(format!("cursor `{c}` is not one this server issued"));
+    let (ms, pos) = decode_cursor(c)?;
+    let (state, rowid) = pos.split_once('.').ok_or_else(bad)?;
+    Ok((
+        ms,
+        state.parse().map_err(|_| bad())?,
+        rowid.parse().map_err(|_| bad())?,
+    ))
+}
+
 /// A cursor holding `(time, position)`.
 fn decode_position(c: &str) -> Result<(i64, i64), QueryError> {
     let (ms, pos) = decode_cursor(c)?;
@@ -344,7 +361,7 @@ impl Engine {
         let before = cursor
             .as_deref()
             .filter(|c| !c.is_empty())
-            .map(decode_position)
+            .map(decode_recent)
             .transpose()?;
         let (rows, more) = self
             .inner
@@ -352,8 +369,7 @@ impl Engine {
             .read(move |conn| q::recent_tasks(conn, limit, before, agent_id.as_deref(), state))
             .await?;
         let next_cursor = if more {
-            rows.last()
-                .map(|(t, pos)| encode_cursor(t.updated_ms, &pos.to_string()))
+            rows.last().map(|(t, rowid)| encode_recent(t, *rowid))
         } else {
             None
         };

@@ -749,14 +749,19 @@ pub struct TaskSummary {
     pub parked: bool,
 }
 
-/// A page of recent tasks after the cursor `(?1, ?2)`, `?3` rows, on the
-/// index of every task's time (migration 13).
+/// A page of recent tasks after the cursor `(?1, ?6, ?2)` (time, state,
+/// rowid), `?3` rows, on the index of every task's time and state
+/// (migration 19): ties in time are ordered by state, then rowid, as the
+/// index holds them. A state filter is tested on the index entry, so the
+/// walk reads only the rows it lists and, with an agent filter, that
+/// state's rows.
 pub(super) const RECENT_TASKS: &str =
     "SELECT id, agent_id, state, updated_ms, parked, rowid FROM tasks
-         WHERE (updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2))
-           AND (?4 IS NULL OR agent_id = ?4)
+         WHERE updated_ms <= ?1
+           AND (updated_ms < ?1 OR state < ?6 OR (state = ?6 AND rowid < ?2))
            AND (?5 IS NULL OR state = ?5)
-         ORDER BY updated_ms DESC, rowid DESC LIMIT ?3";
+           AND (?4 IS NULL OR agent_id = ?4)
+         ORDER BY updated_ms DESC, state DESC, rowid DESC LIMIT ?3";
 
 /// The same page of agent `?4`'s tasks, picked from its own entries in
 /// `tasks_by_owner` (which hold each task's time and rowid) and sorted:
@@ -767,10 +772,11 @@ pub(super) const RECENT_TASKS_OF_FEW: &str =
          WHERE rowid IN (
              SELECT rowid FROM tasks INDEXED BY tasks_by_owner
                  WHERE agent_id = ?4
-                   AND (updated_ms < ?1 OR (updated_ms = ?1 AND rowid < ?2))
+                   AND updated_ms <= ?1
+                   AND (updated_ms < ?1 OR state < ?6 OR (state = ?6 AND rowid < ?2))
                    AND (?5 IS NULL OR state = ?5)
-                 ORDER BY updated_ms DESC, rowid DESC LIMIT ?3)
-         ORDER BY updated_ms DESC, rowid DESC";
+                 ORDER BY updated_ms DESC, state DESC, rowid DESC LIMIT ?3)
+         ORDER BY updated_ms DESC, state DESC, rowid DESC";
 
 /// How many tasks agent `?1` has, counted up to `?2`.
 pub(super) const AGENT_TASKS_UP_TO: &str = "SELECT count(*) FROM
@@ -783,36 +789,43 @@ pub(super) const AGENT_TASKS_UP_TO: &str = "SELECT count(*) FROM
 /// tasks, where an agent with none made it read all 100,000 (45 ms).
 pub const FEW_TASKS: i64 = 1_000;
 
+/// Where a task stands among recent tasks: its time, its state's number and
+/// its rowid, the order of the index they are read from.
+pub type RecentPosition = (i64, i64, i64);
+
 /// Recent tasks of every agent (or of `agent` alone, in `state` alone),
-/// newest status first, keyset-paged on `(updated_ms, rowid)`; each with
-/// its position key. One state's tasks, and those of an agent with more
+/// newest status first, keyset-paged on `(updated_ms, state, rowid)`;
+/// each with its rowid. One state's tasks, and those of an agent with more
 /// than [`FEW_TASKS`], are picked out of the walk over every task by time,
-/// which reads past the others: the price of not indexing each new task
-/// once more.
+/// which reads past the others (their index entries, and for an agent
+/// their rows): the price of not indexing each new task once more.
 pub fn recent_tasks(
     conn: &Connection,
     limit: usize,
-    before: Option<(i64, i64)>,
+    before: Option<RecentPosition>,
     agent: Option<&str>,
     state: Option<TaskState>,
 ) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
-    let (ms, pos) = before.unwrap_or((i64::MAX, i64::MAX));
+    let (ms, at_state, pos) = before.unwrap_or((i64::MAX, i64::MAX, i64::MAX));
     let sql = match agent {
         Some(agent) if has_few_tasks(conn, agent)? => RECENT_TASKS_OF_FEW,
         _ => RECENT_TASKS,
     };
     let mut stmt = conn.prepare_cached(sql)?;
     let state = state.map(TaskState::number);
-    let rows = stmt.query_map(params![ms, pos, (limit + 1) as i64, agent, state], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, i64>(3)?,
-            r.get::<_, bool>(4)?,
-            r.get::<_, i64>(5)?,
-        ))
-    })?;
+    let rows = stmt.query_map(
+        params![ms, pos, (limit + 1) as i64, agent, state, at_state],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, bool>(4)?,
+                r.get::<_, i64>(5)?,
+            ))
+        },
+    )?;
     let mut out = Vec::new();
     for row in rows {
         let (id, agent_id, state, updated_ms, parked, rowid) = row?;
@@ -1122,11 +1135,12 @@ mod tests {
         assert_eq!(store.commits(), 0);
     }
 
-    /// An agent's recent tasks page in the same order, newest first with
-    /// ties in time broken by rowid, whether they are read from its own
-    /// index entries (up to [`FEW_TASKS`]) or picked out of the walk over
-    /// every task: with and without a state filter, two owners interleaved
-    /// in the agent's entries, and an agent with none.
+    /// Recent tasks page in one order, newest first with ties in time
+    /// broken by state, then rowid, whether an agent's are read from its
+    /// own index entries (up to [`FEW_TASKS`]) or picked out of the walk
+    /// over every task, and every agent's from that walk: with and without
+    /// a state filter (one that no task is in among them), two owners
+    /// interleaved in the agent's entries, and an agent with none.
     #[test]
     fn an_agents_recent_tasks_page_alike_from_either_index() {
         let (_dir, conn) = migrated();
@@ -1158,31 +1172,40 @@ mod tests {
         assert!(has_few_tasks(&conn, "few").unwrap());
         assert!(!has_few_tasks(&conn, "many").unwrap());
         assert!(has_few_tasks(&conn, "nobody").unwrap());
-        for agent in ["many", "few", "nobody"] {
-            for state in [None, Some(TaskState::Completed)] {
+        for agent in [Some("many"), Some("few"), Some("nobody"), None] {
+            for state in [
+                None,
+                Some(TaskState::Completed),
+                Some(TaskState::InputRequired),
+                Some(TaskState::Failed),
+            ] {
                 let mut expected: Vec<(i64, usize, &str)> = tasks
                     .iter()
                     .enumerate()
-                    .filter(|(_, t)| t.1 == agent && state.is_none_or(|s| t.2 == s))
+                    .filter(|(_, t)| {
+                        agent.is_none_or(|a| t.1 == a) && state.is_none_or(|s| t.2 == s)
+                    })
                     .map(|(i, t)| (t.3, i, t.0.as_str()))
                     .collect();
-                expected.sort_by_key(|e| std::cmp::Reverse((e.0, e.1)));
+                expected.sort_by_key(|e| std::cmp::Reverse((e.0, tasks[e.1].2.number(), e.1)));
                 let expected: Vec<&str> = expected.into_iter().map(|e| e.2).collect();
                 let mut listed = Vec::new();
                 let mut before = None;
                 loop {
-                    let (page, more) = recent_tasks(&conn, 7, before, Some(agent), state).unwrap();
-                    assert!(page.len() == 7 || !more, "{agent} {state:?}");
+                    let (page, more) = recent_tasks(&conn, 7, before, agent, state).unwrap();
+                    assert!(page.len() == 7 || !more, "{agent:?} {state:?}");
                     for (t, _) in &page {
-                        assert_eq!(t.agent_id, agent);
+                        assert!(agent.is_none_or(|a| t.agent_id == a));
                         listed.push(t.id.clone());
                     }
                     match page.last() {
-                        Some((t, rowid)) if more => before = Some((t.updated_ms, *rowid)),
+                        Some((t, rowid)) if more => {
+                            before = Some((t.updated_ms, t.state.number(), *rowid))
+                        }
                         _ => break,
                     }
                 }
-                assert_eq!(listed, expected, "{agent} {state:?}");
+                assert_eq!(listed, expected, "{agent:?} {state:?}");
             }
         }
     }
