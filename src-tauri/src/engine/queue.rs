@@ -47,7 +47,8 @@ pub(super) struct CountsCache {
     /// pages at 100,000 parked tasks left eight such connections pooled,
     /// and the server at 42 MiB rather than 25.
     counting: tokio::sync::Mutex<()>,
-    /// How many times counts were taken (for tests).
+    /// How many times counts were taken.
+    #[cfg(test)]
     taken: std::sync::atomic::AtomicU64,
 }
 
@@ -67,6 +68,7 @@ impl CountsCache {
 
     /// Remembers counts taken when `commits` transactions had committed.
     fn put(&self, commits: u64, key: CountsKey, counts: QueueCounts) {
+        #[cfg(test)]
         self.taken
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut g = self.counts.lock().unwrap_or_else(|p| p.into_inner());
@@ -238,8 +240,13 @@ fn encode_cursor(ms: i64, id: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{ms}:{id}"))
 }
 
+/// The refusal of cursor `c`, which no page of this server handed out.
+fn not_issued(c: &str) -> QueryError {
+    QueryError::Invalid(format!("cursor `{c}` is not one this server issued"))
+}
+
 fn decode_cursor(c: &str) -> Result<(i64, String), QueryError> {
-    let bad = || QueryError::Invalid(format!("cursor `{c}` is not one this server issued"));
+    let bad = || not_issued(c);
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(c)
         .map_err(|_| bad())?;
@@ -255,7 +262,7 @@ fn encode_recent(t: &q::TaskSummary, rowid: i64) -> String {
 }
 
 fn decode_recent(c: &str) -> Result<q::RecentPosition, QueryError> {
-    let bad = || QueryError::Invalid(format!("cursor `{c}` is not one this server issued"));
+    let bad = || not_issued(c);
     let (ms, pos) = decode_cursor(c)?;
     let (state, rowid) = pos.split_once('.').ok_or_else(bad)?;
     Ok((
@@ -268,9 +275,7 @@ fn decode_recent(c: &str) -> Result<q::RecentPosition, QueryError> {
 /// A cursor holding `(time, position)`.
 fn decode_position(c: &str) -> Result<(i64, i64), QueryError> {
     let (ms, pos) = decode_cursor(c)?;
-    let pos = pos
-        .parse()
-        .map_err(|_| QueryError::Invalid(format!("cursor `{c}` is not one this server issued")))?;
+    let pos = pos.parse().map_err(|_| not_issued(c))?;
     Ok((ms, pos))
 }
 

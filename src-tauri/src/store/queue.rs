@@ -522,9 +522,8 @@ pub fn pending_decisions(conn: &Connection) -> Result<Vec<DecisionRecord>> {
 /// decision needs them. FTS5 writes a new segment of its index at every
 /// commit that added to it, and merges segments as they pile up: indexed
 /// at each commit (about ten turns at a time under load), that was a
-/// tenth of a parked SendMessage's work. Larger groups save no more
-/// (256 did about the same work) and cost memory: the server held 17 MiB
-/// more after parking 100,000 tasks in groups of 256.
+/// tenth of a parked SendMessage's work. Larger groups save no more:
+/// 256 did about the same work per request.
 pub const SEARCH_BACKLOG: i64 = 64;
 
 /// The turns waiting for the full-text index: those after the mark (a
