@@ -3,8 +3,9 @@
 //! pushes come back to our webhook receiver) and decide parked tasks, while
 //! the server is killed with SIGKILL and restarted on the same data dir, five
 //! times. Afterwards every acknowledged task and decision is there, every
-//! owed delivery went out, no decision reached the peer twice, and the
-//! database passes `PRAGMA integrity_check`.
+//! owed delivery went out, no decision reached the peer twice, the
+//! database passes `PRAGMA integrity_check`, and the queue's kept counts
+//! of open turns match the turns.
 mod common;
 use common::*;
 
@@ -352,4 +353,22 @@ async fn mixed_load_survives_five_kills() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(check, "ok");
+    // The open turns the queue counts are the open turns there are.
+    let counts = |sql: &str| -> Vec<(String, i64, i64)> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    let open = counts(
+        "SELECT agent_id, state, count(*) FROM turns WHERE closed_ms IS NULL
+             GROUP BY 1, 2 ORDER BY 1, 2",
+    );
+    assert!(!open.is_empty(), "some tasks are still parked");
+    assert_eq!(
+        counts("SELECT agent_id, state, n FROM open_turns WHERE n > 0 ORDER BY 1, 2"),
+        open
+    );
 }

@@ -33,19 +33,20 @@ pub struct QueueQuery {
 /// What the counts of a queue page depend on: agent, state (number), words.
 type CountsKey = (Option<String>, Option<i64>, Option<String>);
 
-/// The counts of recent queue pages, valid until the next commit: counting
-/// 100,000 open turns took milliseconds per page, and a queue that is only
-/// read (the common case: a person scrolling, several windows open) does not
-/// change them.
+/// The counts of recent searches of the queue, valid until the next commit:
+/// a search's total is counted on the search index (milliseconds with many
+/// matches), and a queue that is only read (a person paging through a
+/// search) does not change it. Pages without a search read the counts the
+/// store keeps.
 #[derive(Default)]
 pub(super) struct CountsCache {
     counts: Mutex<(u64, HashMap<CountsKey, QueueCounts>)>,
     /// Held while a page takes counts: pages that find them missing at once
-    /// (a window's first reads, 32 clients after a commit) wait for one
-    /// count rather than each taking it. Each took it on its own read
-    /// connection, whose page cache filled with the open turns' index: 32
-    /// pages at 100,000 parked tasks left eight such connections pooled,
-    /// and the server at 42 MiB rather than 25.
+    /// (several windows searching, clients after a commit) wait for one
+    /// count rather than each taking it on its own read connection, whose
+    /// page cache fills with what it counted (32 pages counting 100,000
+    /// open turns left eight such connections pooled, and the server at
+    /// 42 MiB rather than 25).
     counting: tokio::sync::Mutex<()>,
     /// How many times counts were taken.
     #[cfg(test)]
@@ -313,53 +314,26 @@ impl Engine {
                 .map(decode_position)
                 .transpose()?,
         };
-        let key: CountsKey = (
-            filter.agent_id.clone(),
-            filter.state.map(|s| s.number()),
-            filter.text.clone(),
-        );
-        if filter.text.is_some() {
-            self.inner.store.index_search().await?;
-        }
-        // Read before the query: counts taken after a later commit are only
-        // newer than this number promises, never older.
-        let commits = self.inner.store.commits();
-        let cache = &self.inner.queue_counts;
-        let mut cached = cache.get(commits, &key);
-        // Missing counts are taken by one page at a time; a page that
-        // waited finds them taken by the one before it, if that one began
-        // after this page's commit count.
-        let mut _counting = None;
-        if cached.is_none() {
-            let turn = cache.counting.lock().await;
-            cached = cache.get(commits, &key);
-            if cached.is_none() {
-                _counting = Some(turn);
+        let page = if q::counts_are_kept(&filter) {
+            // Counts kept by the store are read with the page. Without a
+            // state filter the page walks one index of the open turns for
+            // at most a page of entries: read here, as GetTask is, since
+            // the blocking pool's two thread switches cost more than such
+            // a read. A state filter may read past many entries: on the
+            // pool.
+            if filter.state.is_none() {
+                self.inner
+                    .store
+                    .read_point(|conn| q::list_queue(conn, &filter, None))?
+            } else {
+                self.inner
+                    .store
+                    .read(move |conn| q::list_queue(conn, &filter, None))
+                    .await?
             }
-        }
-        let hit = cached.is_some();
-        // With its counts cached, a page without a search or a state filter
-        // walks one index of the open turns for at most a page of entries:
-        // read here, as GetTask is, since the blocking pool's two thread
-        // switches cost more than such a read. Counting, searching or
-        // filtering by state may read many entries: on the pool.
-        let page = if hit && filter.text.is_none() && filter.state.is_none() {
-            self.inner
-                .store
-                .read_point(|conn| q::list_queue(conn, &filter, cached))?
         } else {
-            self.inner
-                .store
-                .read(move |conn| q::list_queue(conn, &filter, cached))
-                .await?
+            self.searched_page(filter).await?
         };
-        if !hit {
-            let counts = QueueCounts {
-                total: page.total,
-                counts: page.counts.clone(),
-            };
-            cache.put(commits, key, counts);
-        }
         let next_cursor = if page.more {
             page.turns
                 .last()
@@ -377,6 +351,47 @@ impl Engine {
             total: page.total,
             next_cursor,
         })
+    }
+
+    /// A page narrowed by a search. Its total is counted on the search
+    /// index (milliseconds with many matches), so it is cached until the
+    /// next commit, and missing totals are taken by one page at a time: a
+    /// page that waited finds them taken by the one before it, if that one
+    /// began after this page's commit count.
+    async fn searched_page(&self, filter: QueueFilter) -> Result<q::QueuePage, QueryError> {
+        let key: CountsKey = (
+            filter.agent_id.clone(),
+            filter.state.map(|s| s.number()),
+            filter.text.clone(),
+        );
+        self.inner.store.index_search().await?;
+        // Read before the query: counts taken after a later commit are only
+        // newer than this number promises, never older.
+        let commits = self.inner.store.commits();
+        let cache = &self.inner.queue_counts;
+        let mut cached = cache.get(commits, &key);
+        let mut _counting = None;
+        if cached.is_none() {
+            let turn = cache.counting.lock().await;
+            cached = cache.get(commits, &key);
+            if cached.is_none() {
+                _counting = Some(turn);
+            }
+        }
+        let hit = cached.is_some();
+        let page = self
+            .inner
+            .store
+            .read(move |conn| q::list_queue(conn, &filter, cached))
+            .await?;
+        if !hit {
+            let counts = QueueCounts {
+                total: page.total,
+                counts: page.counts.clone(),
+            };
+            cache.put(commits, key, counts);
+        }
+        Ok(page)
     }
 
     /// Recent tasks of every agent and caller (or of one agent, in one
@@ -607,10 +622,11 @@ mod tests {
         assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
     }
 
-    /// Pages that find the counts missing at once take them once: the
-    /// others wait and read them from the cache.
+    /// Searches that find their total missing at once count it once: the
+    /// others wait and read it from the cache. Pages without a search read
+    /// the kept counts and take none.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_burst_of_pages_takes_the_counts_once() {
+    async fn a_burst_of_searches_takes_the_counts_once() {
         use crate::a2a::types::TaskStatus;
         use crate::store::tasks::{NewTask, insert_task};
         let dir = tempfile::tempdir().unwrap();
@@ -638,13 +654,17 @@ mod tests {
                             dialect: "v1",
                         },
                     )?;
-                    q::sync_turn(
+                    q::sync_turn_with(
                         conn,
                         &id,
                         "inbox",
                         TaskState::Submitted,
                         TaskState::InputRequired,
                         i,
+                        Some(format!(
+                            "{} the invoice",
+                            if i % 2 == 0 { "pay" } else { "file" }
+                        )),
                     )?;
                 }
                 Ok(())
@@ -657,20 +677,32 @@ mod tests {
         )
         .unwrap();
         let engine = Engine::new(store, &cfg.agents, cfg.limits);
-        let pages = futures::future::join_all((0..16).map(|_| {
+        let taken = || {
+            engine
+                .inner
+                .queue_counts
+                .taken
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let pages = futures::future::join_all((0..16).map(|i| {
             let engine = engine.clone();
-            tokio::spawn(async move { engine.queue(QueueQuery::default()).await })
+            let query = QueueQuery {
+                text: (i % 4 != 0).then(|| "pay".to_owned()),
+                ..QueueQuery::default()
+            };
+            tokio::spawn(async move { engine.queue(query).await })
         }))
         .await;
-        for page in pages {
-            assert_eq!(page.unwrap().unwrap().total, 2_000);
+        for (i, page) in pages.into_iter().enumerate() {
+            let page = page.unwrap().unwrap();
+            let expected = if i % 4 == 0 { 2_000 } else { 1_000 };
+            assert_eq!(page.total, expected, "page {i}");
+            assert_eq!(page.counts["inbox"], 2_000);
         }
-        let taken = engine
-            .inner
-            .queue_counts
-            .taken
-            .load(std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(taken, 1);
+        assert_eq!(taken(), 1);
+        // Without a search, nothing is counted or cached.
+        engine.queue(QueueQuery::default()).await.unwrap();
+        assert_eq!(taken(), 1);
     }
 
     #[test]

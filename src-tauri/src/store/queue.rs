@@ -436,8 +436,21 @@ fn move_turns(
              VALUES (?1, ?2, ?3, (SELECT origin FROM tasks WHERE id = ?2), ?4, ?5, ?6)",
         )?
         .execute(params![id, task_id, agent_id, to.number(), preview, now_ms])?;
+        count_opened(conn, agent_id, to)?;
         // Indexed for search later, with others (see `index_search_when_due`).
     }
+    Ok(())
+}
+
+/// Counts a turn opened for `agent_id` in state `to` in the kept counts
+/// (migration 20), as every insert of an open turn must; closing and
+/// deleting are counted by triggers.
+pub(super) fn count_opened(conn: &Connection, agent_id: &str, to: TaskState) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO open_turns (agent_id, state, n) VALUES (?1, ?2, 1)
+             ON CONFLICT (agent_id, state) DO UPDATE SET n = n + 1",
+    )?
+    .execute(params![agent_id, to.number()])?;
     Ok(())
 }
 
@@ -667,19 +680,39 @@ fn queue_where(f: &QueueFilter) -> (String, Vec<rusqlite::types::Value>) {
     (where_sql, args)
 }
 
-/// The counts a queue page shows. Each is a scan of an index of the open
-/// turns (milliseconds at 100,000): callers cache them between commits.
+/// The counts a queue page shows, in its read's snapshot. Open turns per
+/// agent and state are kept as turns open and close (migration 20), so
+/// these are a few rows' read; only a search's total is counted, on the
+/// search index (callers cache it between commits: [`counts_are_kept`]).
 pub fn queue_counts(conn: &Connection, f: &QueueFilter) -> Result<QueueCounts> {
-    let (where_sql, args) = queue_where(f);
-    let total: i64 = conn
-        .prepare_cached(&format!("SELECT COUNT(*) FROM turns WHERE {where_sql}"))?
-        .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
-    let mut stmt =
-        conn.prepare_cached("SELECT agent_id, COUNT(*) FROM turns WHERE closed_ms IS NULL GROUP BY agent_id ORDER BY agent_id")?;
+    let total: i64 = if counts_are_kept(f) {
+        conn.prepare_cached(
+            "SELECT coalesce(sum(n), 0) FROM open_turns
+                 WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR state = ?2)",
+        )?
+        .query_row(
+            rusqlite::params![f.agent_id, f.state.map(|s| s.number())],
+            |r| r.get(0),
+        )?
+    } else {
+        let (where_sql, args) = queue_where(f);
+        conn.prepare_cached(&format!("SELECT COUNT(*) FROM turns WHERE {where_sql}"))?
+            .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT agent_id, sum(n) FROM open_turns
+             GROUP BY agent_id HAVING sum(n) > 0 ORDER BY agent_id",
+    )?;
     let counts = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(QueueCounts { total, counts })
+}
+
+/// Whether `f`'s counts are read from the kept counts (no search narrows
+/// it): cheap enough to read with every page, so not worth caching.
+pub fn counts_are_kept(f: &QueueFilter) -> bool {
+    f.text.as_deref().and_then(fts_query).is_none()
 }
 
 /// One page of the queue: open turns, keyset-paged on the partial index;
@@ -942,9 +975,10 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 #[cfg(test)]
 mod tests {
     use super::{
-        DecisionRecord, FEW_TASKS, SEARCH_BACKLOG, fts_query, has_few_tasks, index_search_backlog,
-        index_search_when_due, insert_decision, plain_line, preview_line, recent_tasks,
-        search_backlog_waits, search_mark_after_delete, sync_turn_with,
+        DecisionRecord, FEW_TASKS, QueueFilter, SEARCH_BACKLOG, fts_query, has_few_tasks,
+        index_search_backlog, index_search_when_due, insert_decision, plain_line, preview_line,
+        queue_counts, recent_tasks, search_backlog_waits, search_mark_after_delete, sync_turn,
+        sync_turn_asking, sync_turn_with,
     };
     use crate::a2a::types::TaskState;
     use crate::store::schema::migrated;
@@ -1140,6 +1174,167 @@ mod tests {
     /// over every task, and every agent's from that walk: with and without
     /// a state filter (one that no task is in among them), two owners
     /// interleaved in the agent's entries, and an agent with none.
+    /// The kept counts of open turns, per agent and state (those above 0).
+    fn kept(c: &Connection) -> Vec<(String, i64, i64)> {
+        c.prepare("SELECT agent_id, state, n FROM open_turns WHERE n > 0 ORDER BY 1, 2")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// The same, counted from the turns.
+    fn counted(c: &Connection) -> Vec<(String, i64, i64)> {
+        c.prepare(
+            "SELECT agent_id, state, count(*) FROM turns WHERE closed_ms IS NULL
+                 GROUP BY 1, 2 ORDER BY 1, 2",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    /// The counts of open turns follow every way a turn opens, closes or
+    /// goes, and a page's counts are read from them.
+    #[test]
+    fn open_turns_are_counted_as_they_open_close_and_go() {
+        let (_dir, c) = migrated();
+        for i in 0..6 {
+            park(&c, i);
+        }
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms, updated_ms)
+                 VALUES ('b1', 'b', 'o', 'c', 8, '{}', 1, 1), ('b2', 'b', 'o', 'c', 6, '{}', 1, 1);",
+        )
+        .unwrap();
+        sync_turn_with(
+            &c,
+            "b1",
+            "b",
+            TaskState::Working,
+            TaskState::AuthRequired,
+            7,
+            Some("sign in".into()),
+        )
+        .unwrap();
+        sync_turn_with(
+            &c,
+            "b2",
+            "b",
+            TaskState::Working,
+            TaskState::InputRequired,
+            8,
+            Some("which one".into()),
+        )
+        .unwrap();
+        let expect = |v: &[(&str, i64, i64)]| {
+            v.iter()
+                .map(|(a, s, n)| ((*a).to_owned(), *s, *n))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(&c), expect(&[("a", 6, 6), ("b", 6, 1), ("b", 8, 1)]));
+        // Answered, asked again (the old turn closes, a new one opens),
+        // superseded by auth, deleted with its task, deleted on its own.
+        sync_turn(
+            &c,
+            "t0",
+            "a",
+            TaskState::InputRequired,
+            TaskState::Working,
+            9,
+        )
+        .unwrap();
+        sync_turn(
+            &c,
+            "t1",
+            "a",
+            TaskState::InputRequired,
+            TaskState::InputRequired,
+            9,
+        )
+        .unwrap();
+        sync_turn_asking(
+            &c,
+            "t2",
+            "a",
+            TaskState::InputRequired,
+            TaskState::InputRequired,
+            9,
+            true,
+        )
+        .unwrap();
+        sync_turn(
+            &c,
+            "t3",
+            "a",
+            TaskState::InputRequired,
+            TaskState::AuthRequired,
+            9,
+        )
+        .unwrap();
+        c.execute("DELETE FROM tasks WHERE id = 't4'", []).unwrap();
+        c.execute("DELETE FROM turns WHERE task_id = 'b1'", [])
+            .unwrap();
+        // Closed turns going change nothing.
+        c.execute("DELETE FROM turns WHERE task_id = 't0'", [])
+            .unwrap();
+        assert_eq!(kept(&c), counted(&c));
+        assert_eq!(kept(&c), expect(&[("a", 6, 3), ("a", 8, 1), ("b", 6, 1)]));
+        // A turn opened already closed (as imported history is) is not open.
+        c.execute(
+            "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms, closed_ms)
+                 VALUES ('old', 't5', 'a', 'served', 6, '', 1, 2)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(kept(&c), counted(&c));
+
+        let filter = |agent: Option<&str>, state: Option<TaskState>| QueueFilter {
+            agent_id: agent.map(str::to_owned),
+            state,
+            limit: 50,
+            ..QueueFilter::default()
+        };
+        let counts = queue_counts(&c, &filter(None, None)).unwrap();
+        assert_eq!(counts.total, 5);
+        assert_eq!(counts.counts, [("a".to_owned(), 4), ("b".to_owned(), 1)]);
+        assert_eq!(queue_counts(&c, &filter(Some("a"), None)).unwrap().total, 4);
+        assert_eq!(
+            queue_counts(&c, &filter(Some("a"), Some(TaskState::AuthRequired)))
+                .unwrap()
+                .total,
+            1
+        );
+        assert_eq!(
+            queue_counts(&c, &filter(None, Some(TaskState::InputRequired)))
+                .unwrap()
+                .total,
+            4
+        );
+        assert_eq!(
+            queue_counts(&c, &filter(Some("nobody"), None))
+                .unwrap()
+                .total,
+            0
+        );
+        // An agent whose turns all closed is not listed.
+        sync_turn(
+            &c,
+            "b2",
+            "b",
+            TaskState::InputRequired,
+            TaskState::Completed,
+            10,
+        )
+        .unwrap();
+        let counts = queue_counts(&c, &filter(None, None)).unwrap();
+        assert_eq!(counts.counts, [("a".to_owned(), 4)]);
+        assert_eq!(kept(&c), counted(&c));
+    }
+
     #[test]
     fn an_agents_recent_tasks_page_alike_from_either_index() {
         let (_dir, conn) = migrated();
