@@ -261,6 +261,24 @@ PY
     load countersign "queue first page (50 of $total), 1 connection" "$base/api/queue?limit=50&sort=oldest" \
         --header "Authorization: Bearer $token" --conns 1
     printf 'countersign\tRSS with %s parked tasks, after the queue load\t%s MiB\n' "$total" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    # The same page while tasks keep arriving: half the connections park
+    # tasks, half read the first page, so every read follows a commit.
+    half=$((CONNS / 2))
+    taskset -c "$LOAD_CPU" "$LOADGEN" "$base/a2a/inbox" --method POST --body "${send_body//bench-/beside-}" \
+        --rpc-errors "${V1[@]}" --conns "$half" --warmup "$WARMUP" --duration "$DURATION" \
+        >"$work/beside.json" 2>"$work/beside.err" &
+    sender=$!
+    load countersign "queue first page (50 of $total and more), $half connections, while $half park tasks" \
+        "$base/api/queue?limit=50&sort=oldest" --header "Authorization: Bearer $token" --conns "$half"
+    if wait "$sender"; then
+        out="$(cat "$work/beside.json")"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' countersign \
+            "SendMessage → human (parked), $half connections, beside those page reads" \
+            "$(json_field "$out" rps)" "$(json_field "$out" p50_ms)" "$(json_field "$out" p99_ms)" \
+            "$(json_field "$out" errors)" "(the same run)" >>"$results"
+    else
+        log "the senders beside the page reads failed: $(cat "$work/beside.err")"
+    fi
     stop
 fi
 
