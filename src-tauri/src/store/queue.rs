@@ -981,7 +981,7 @@ mod tests {
         sync_turn_asking, sync_turn_with,
     };
     use crate::a2a::types::TaskState;
-    use crate::store::schema::migrated;
+    use crate::store::schema::{migrated, open_turn_counts};
     use crate::store::{Durability, Store};
     use rusqlite::Connection;
 
@@ -1168,35 +1168,6 @@ mod tests {
         assert_eq!(store.commits(), 0);
     }
 
-    /// Recent tasks page in one order, newest first with ties in time
-    /// broken by state, then rowid, whether an agent's are read from its
-    /// own index entries (up to [`FEW_TASKS`]) or picked out of the walk
-    /// over every task, and every agent's from that walk: with and without
-    /// a state filter (one that no task is in among them), two owners
-    /// interleaved in the agent's entries, and an agent with none.
-    /// The kept counts of open turns, per agent and state (those above 0).
-    fn kept(c: &Connection) -> Vec<(String, i64, i64)> {
-        c.prepare("SELECT agent_id, state, n FROM open_turns WHERE n > 0 ORDER BY 1, 2")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap()
-    }
-
-    /// The same, counted from the turns.
-    fn counted(c: &Connection) -> Vec<(String, i64, i64)> {
-        c.prepare(
-            "SELECT agent_id, state, count(*) FROM turns WHERE closed_ms IS NULL
-                 GROUP BY 1, 2 ORDER BY 1, 2",
-        )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap()
-    }
-
     /// The counts of open turns follow every way a turn opens, closes or
     /// goes, and a page's counts are read from them.
     #[test]
@@ -1235,7 +1206,10 @@ mod tests {
                 .map(|(a, s, n)| ((*a).to_owned(), *s, *n))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(kept(&c), expect(&[("a", 6, 6), ("b", 6, 1), ("b", 8, 1)]));
+        assert_eq!(
+            open_turn_counts(&c, true),
+            expect(&[("a", 6, 6), ("b", 6, 1), ("b", 8, 1)])
+        );
         // Answered, asked again (the old turn closes, a new one opens),
         // superseded by auth, deleted with its task, deleted on its own.
         sync_turn(
@@ -1281,8 +1255,11 @@ mod tests {
         // Closed turns going change nothing.
         c.execute("DELETE FROM turns WHERE task_id = 't0'", [])
             .unwrap();
-        assert_eq!(kept(&c), counted(&c));
-        assert_eq!(kept(&c), expect(&[("a", 6, 3), ("a", 8, 1), ("b", 6, 1)]));
+        assert_eq!(open_turn_counts(&c, true), open_turn_counts(&c, false));
+        assert_eq!(
+            open_turn_counts(&c, true),
+            expect(&[("a", 6, 3), ("a", 8, 1), ("b", 6, 1)])
+        );
         // A turn opened already closed (as imported history is) is not open.
         c.execute(
             "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms, closed_ms)
@@ -1290,7 +1267,7 @@ mod tests {
             [],
         )
         .unwrap();
-        assert_eq!(kept(&c), counted(&c));
+        assert_eq!(open_turn_counts(&c, true), open_turn_counts(&c, false));
 
         let filter = |agent: Option<&str>, state: Option<TaskState>| QueueFilter {
             agent_id: agent.map(str::to_owned),
@@ -1332,9 +1309,15 @@ mod tests {
         .unwrap();
         let counts = queue_counts(&c, &filter(None, None)).unwrap();
         assert_eq!(counts.counts, [("a".to_owned(), 4)]);
-        assert_eq!(kept(&c), counted(&c));
+        assert_eq!(open_turn_counts(&c, true), open_turn_counts(&c, false));
     }
 
+    /// Recent tasks page in one order, newest first with ties in time
+    /// broken by state, then rowid, whether an agent's are read from its
+    /// own index entries (up to [`FEW_TASKS`]) or picked out of the walk
+    /// over every task, and every agent's from that walk: with and without
+    /// a state filter (one that no task is in among them), two owners
+    /// interleaved in the agent's entries, and an agent with none.
     #[test]
     fn an_agents_recent_tasks_page_alike_from_either_index() {
         let (_dir, conn) = migrated();

@@ -355,6 +355,24 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Open turns per agent and state, as kept in `open_turns` (`kept`) or
+/// counted from the turns: `(agent, state, count)` above 0, in order.
+#[cfg(test)]
+pub(super) fn open_turn_counts(conn: &Connection, kept: bool) -> Vec<(String, i64, i64)> {
+    let sql = if kept {
+        "SELECT agent_id, state, n FROM open_turns WHERE n > 0 ORDER BY 1, 2"
+    } else {
+        "SELECT agent_id, state, count(*) FROM turns WHERE closed_ms IS NULL
+             GROUP BY 1, 2 ORDER BY 1, 2"
+    };
+    conn.prepare(sql)
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
 /// A database file with every migration applied, for tests (it lives as
 /// long as the returned directory).
 #[cfg(test)]
@@ -777,14 +795,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut c, &path).unwrap();
-        let kept = |c: &Connection| -> Vec<(String, i64, i64)> {
-            c.prepare("SELECT agent_id, state, n FROM open_turns WHERE n > 0 ORDER BY 1, 2")
-                .unwrap()
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
-        };
+        let kept = |c: &Connection| open_turn_counts(c, true);
         assert_eq!(
             kept(&c),
             [
