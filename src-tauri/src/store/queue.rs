@@ -445,7 +445,7 @@ fn move_turns(
 /// Counts a turn opened for `agent_id` in state `to` in the kept counts
 /// (migration 20), as every insert of an open turn must; closing and
 /// deleting are counted by triggers.
-pub(super) fn count_opened(conn: &Connection, agent_id: &str, to: TaskState) -> Result<()> {
+fn count_opened(conn: &Connection, agent_id: &str, to: TaskState) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO open_turns (agent_id, state, n) VALUES (?1, ?2, 1)
              ON CONFLICT (agent_id, state) DO UPDATE SET n = n + 1",
@@ -1260,7 +1260,7 @@ mod tests {
             open_turn_counts(&c, true),
             expect(&[("a", 6, 3), ("a", 8, 1), ("b", 6, 1)])
         );
-        // A turn opened already closed (as imported history is) is not open.
+        // A turn inserted already closed is not counted.
         c.execute(
             "INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms, closed_ms)
                  VALUES ('old', 't5', 'a', 'served', 6, '', 1, 2)",

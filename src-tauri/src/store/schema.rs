@@ -286,10 +286,10 @@ const MIGRATIONS: &[Step] = &[
     CREATE INDEX tasks_recent ON tasks(updated_ms, state);"),
     // 20: how many turns are open, per agent and state, kept in the
     // transaction that opens, closes or deletes a turn. A queue page counted
-    // the open turns' index twice (4 ms at 100,000), and under a stream of
-    // parked tasks every commit made its counts stale: pages waited on one
-    // another's counts (p50 208 ms with 16 readers and 16 senders at
-    // 190,000 parked). Closing and deleting are counted by triggers. Opening
+    // the open turns' index twice (12.8 ms at 100,000), and under a stream
+    // of parked tasks every commit made its counts stale: pages waited on
+    // one another's counts (p50 over 200 ms with 16 readers and 16 senders
+    // at 190,000 parked). Closing and deleting are counted by triggers. Opening
     // is counted by the one statement that opens turns
     // (`queue::move_turns`): a trigger on that insert made SQLite keep a
     // statement journal for it, a sixth more work for a parked task. Rows
