@@ -690,50 +690,20 @@ pub fn decode_page_token(token: &str) -> Option<(i64, String)> {
     Some((ms.parse().ok()?, id.to_owned()))
 }
 
-fn encode_page_token(ms: i64, id: &str) -> String {
+pub(super) fn encode_page_token(ms: i64, id: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{ms}:{id}"))
 }
 
 /// One page of tasks by the filter (keyset pagination on the index).
 pub fn list(conn: &Connection, f: &ListFilter) -> Result<TaskPage> {
-    let mut where_sql = String::from("agent_id = ?1 AND owner = ?2");
-    let mut args: Vec<rusqlite::types::Value> =
-        vec![f.agent_id.clone().into(), f.owner.clone().into()];
-    if let Some(c) = &f.context_id {
-        args.push(c.clone().into());
-        where_sql.push_str(&format!(" AND context_id = ?{}", args.len()));
-    }
-    if let Some(s) = f.state {
-        args.push(s.number().into());
-        where_sql.push_str(&format!(" AND state = ?{}", args.len()));
-    }
-    if let Some(ms) = f.updated_after_ms {
-        args.push(ms.into());
-        // Inclusive, as `statusTimestampAfter` is defined in the proto.
-        where_sql.push_str(&format!(" AND updated_ms >= ?{}", args.len()));
-    }
+    let q = list_queries(f)?;
     let total_size: i64 = conn
-        .prepare_cached(&format!("SELECT COUNT(*) FROM tasks WHERE {where_sql}"))?
-        .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
-    let mut page_sql = where_sql;
-    if let Some(tok) = &f.page_token {
-        let (ms, id) =
-            decode_page_token(tok).ok_or_else(|| Error::Corrupt("invalid page token".into()))?;
-        push_keyset(
-            &mut page_sql,
-            &mut args,
-            ("updated_ms", "id", "<"),
-            ms,
-            id.into(),
-        );
-    }
-    args.push(((f.page_size + 1) as i64).into());
-    let sql = format!(
-        "SELECT id, updated_ms FROM tasks WHERE {page_sql} ORDER BY updated_ms DESC, id DESC LIMIT ?{}",
-        args.len()
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+        .prepare_cached(&q.count)?
+        .query_row(rusqlite::params_from_iter(&q.args[..q.count_args]), |r| {
+            r.get(0)
+        })?;
+    let mut stmt = conn.prepare_cached(&q.page)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(q.args.iter()), |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
     })?;
     let mut ids = Vec::new();
@@ -756,6 +726,61 @@ pub fn list(conn: &Connection, f: &ListFilter) -> Result<TaskPage> {
         tasks,
         next_page_token,
         total_size,
+    })
+}
+
+/// The statements of a [`list`] page: the count of every task the filter
+/// takes, and the page itself, newest first, walking `tasks_by_owner` or
+/// `tasks_by_context` backwards from the cursor.
+pub(super) struct ListQueries {
+    pub count: String,
+    pub page: String,
+    /// The count's arguments (the first `count_args`), then the page's.
+    pub args: Vec<rusqlite::types::Value>,
+    pub count_args: usize,
+}
+
+pub(super) fn list_queries(f: &ListFilter) -> Result<ListQueries> {
+    let mut where_sql = String::from("agent_id = ?1 AND owner = ?2");
+    let mut args: Vec<rusqlite::types::Value> =
+        vec![f.agent_id.clone().into(), f.owner.clone().into()];
+    if let Some(c) = &f.context_id {
+        args.push(c.clone().into());
+        where_sql.push_str(&format!(" AND context_id = ?{}", args.len()));
+    }
+    if let Some(s) = f.state {
+        args.push(s.number().into());
+        where_sql.push_str(&format!(" AND state = ?{}", args.len()));
+    }
+    if let Some(ms) = f.updated_after_ms {
+        args.push(ms.into());
+        // Inclusive, as `statusTimestampAfter` is defined in the proto.
+        where_sql.push_str(&format!(" AND updated_ms >= ?{}", args.len()));
+    }
+    let count = format!("SELECT COUNT(*) FROM tasks WHERE {where_sql}");
+    let count_args = args.len();
+    let mut page_sql = where_sql;
+    if let Some(tok) = &f.page_token {
+        let (ms, id) =
+            decode_page_token(tok).ok_or_else(|| Error::Corrupt("invalid page token".into()))?;
+        push_keyset(
+            &mut page_sql,
+            &mut args,
+            ("updated_ms", "id", "<"),
+            ms,
+            id.into(),
+        );
+    }
+    args.push(((f.page_size + 1) as i64).into());
+    let page = format!(
+        "SELECT id, updated_ms FROM tasks WHERE {page_sql} ORDER BY updated_ms DESC, id DESC LIMIT ?{}",
+        args.len()
+    );
+    Ok(ListQueries {
+        count,
+        page,
+        args,
+        count_args,
     })
 }
 
