@@ -120,7 +120,8 @@ fn finish_decision((mut d, payload): (DecisionRecord, String)) -> Result<Decisio
 pub fn request_preview(conn: &Connection, task_id: &str) -> Result<String> {
     preview_in(
         conn,
-        "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC",
+        "SELECT m.message_id, m.body, t.context_id FROM messages m JOIN tasks t ON t.id = m.task_id
+         WHERE m.task_id = ?1 ORDER BY m.seq DESC",
         task_id,
     )
 }
@@ -130,7 +131,8 @@ pub fn request_preview(conn: &Connection, task_id: &str) -> Result<String> {
 pub fn first_request_preview(conn: &Connection, task_id: &str) -> Result<String> {
     preview_in(
         conn,
-        "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq",
+        "SELECT m.message_id, m.body, t.context_id FROM messages m JOIN tasks t ON t.id = m.task_id
+         WHERE m.task_id = ?1 ORDER BY m.seq",
         task_id,
     )
 }
@@ -138,7 +140,13 @@ pub fn first_request_preview(conn: &Connection, task_id: &str) -> Result<String>
 /// The preview of the first caller's message `sql` reads for `task_id`.
 fn preview_in(conn: &Connection, sql: &str, task_id: &str) -> Result<String> {
     let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map([task_id], |r| r.get::<_, String>(0))?;
+    let rows = stmt.query_map([task_id], |r| {
+        let (message_id, context_id) = (r.get_ref(0)?.as_str()?, r.get_ref(2)?.as_str()?);
+        let body = r.get_ref(1)?.as_str()?;
+        Ok(super::tasks::message_body(
+            body, message_id, task_id, context_id,
+        ))
+    })?;
     for body in rows {
         let Ok(m) = serde_json::from_str::<Message>(&body?) else {
             continue;

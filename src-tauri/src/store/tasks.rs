@@ -131,7 +131,7 @@ fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
 /// two more updates of the new row. Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
     let (head, ..) = insert_row(conn, t, 1, 1, None)?;
-    insert_message(conn, &t.id, 1, first)?;
+    insert_message(conn, &t.id, &t.context_id, 1, first)?;
     Ok(head)
 }
 
@@ -250,7 +250,7 @@ fn create_rows<'m>(
     let (head, status, metadata) = insert_row(conn, t, n, events, link)?;
     let mut bodies = Vec::with_capacity(history.len());
     for (seq, m) in (1..).zip(history) {
-        bodies.push(insert_message(conn, &t.id, seq, m)?);
+        bodies.push(insert_message(conn, &t.id, &t.context_id, seq, m)?);
     }
     Ok((
         head,
@@ -335,7 +335,7 @@ pub fn record_status(
         .prepare_cached(sql)?
         .query_row(args, |r| Ok((r.get(0)?, r.get(1)?)))?;
     if let Some(m) = message {
-        insert_message(conn, id, history_len, m)?;
+        insert_message(conn, id, &h.context_id, history_len, m)?;
     }
     Ok(seq)
 }
@@ -381,13 +381,19 @@ impl<'a> EncodedMessage<'a> {
 /// Whether a task's history holds this very message: its id with the same
 /// content, as stored by [`append_message`].
 pub fn holds_message(conn: &Connection, task_id: &str, m: &EncodedMessage) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT 1 FROM messages WHERE task_id = ?1 AND message_id = ?2 AND body = ?3 LIMIT 1",
-        )?
-        .query_row(params![task_id, m.message.message_id, m.body], |_| Ok(()))
-        .optional()?
-        .is_some())
+    let id = &m.message.message_id;
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.body, t.context_id FROM messages m JOIN tasks t ON t.id = m.task_id
+         WHERE m.task_id = ?1 AND m.message_id = ?2",
+    )?;
+    let mut rows = stmt.query(params![task_id, id])?;
+    while let Some(r) = rows.next()? {
+        let (body, context_id): (String, String) = (r.get(0)?, r.get(1)?);
+        if body == m.body || stored_tail(&m.body, id, task_id, &context_id) == Some(&body) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Appends a message to a task's history.
@@ -397,27 +403,99 @@ pub fn append_message(conn: &Connection, task_id: &str, m: &Message) -> Result<(
 
 /// [`append_message`] for a message already encoded.
 pub fn append_encoded(conn: &Connection, task_id: &str, m: &EncodedMessage) -> Result<()> {
-    let seq: i64 = conn
+    let (seq, context_id): (i64, String) = conn
         .prepare_cached(
-            "UPDATE tasks SET history_len = history_len + 1 WHERE id = ?1 RETURNING history_len",
+            "UPDATE tasks SET history_len = history_len + 1 WHERE id = ?1
+             RETURNING history_len, context_id",
         )?
-        .query_row([task_id], |r| r.get(0))?;
-    insert_encoded(conn, task_id, seq, m)
+        .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    insert_encoded(conn, task_id, &context_id, seq, m)
 }
 
-/// Returns the JSON the message was stored as.
-fn insert_message(conn: &Connection, task_id: &str, seq: i64, m: &Message) -> Result<String> {
+/// Returns the JSON of the message (as [`load_stored`] reads it back).
+fn insert_message(
+    conn: &Connection,
+    task_id: &str,
+    context_id: &str,
+    seq: i64,
+    m: &Message,
+) -> Result<String> {
     let encoded = EncodedMessage::new(m)?;
-    insert_encoded(conn, task_id, seq, &encoded)?;
+    insert_encoded(conn, task_id, context_id, seq, &encoded)?;
     Ok(encoded.body)
 }
 
-fn insert_encoded(conn: &Connection, task_id: &str, seq: i64, m: &EncodedMessage) -> Result<()> {
+fn insert_encoded(
+    conn: &Connection,
+    task_id: &str,
+    context_id: &str,
+    seq: i64,
+    m: &EncodedMessage,
+) -> Result<()> {
+    let id = &m.message.message_id;
+    let body = stored_tail(&m.body, id, task_id, context_id).unwrap_or(&m.body);
     conn.prepare_cached(
         "INSERT INTO messages (task_id, seq, message_id, body) VALUES (?1, ?2, ?3, ?4)",
     )?
-    .execute(params![task_id, seq, m.message.message_id, m.body])?;
+    .execute(params![task_id, seq, id, body])?;
     Ok(())
+}
+
+/// A message is stored without the ids its row already holds. Written for
+/// its task, its JSON starts `{"messageId":"…","contextId":"…","taskId":"…",`
+/// (the message's, its context's and its task's ids), about a third of a
+/// short message; it is stored from the comma after them, and
+/// [`message_body`] writes them back in front. A body that starts any other
+/// way (a message of another context, an id JSON escapes, or a row written
+/// before) is stored whole.
+fn stored_tail<'b>(
+    body: &'b str,
+    message_id: &str,
+    task_id: &str,
+    context_id: &str,
+) -> Option<&'b str> {
+    // Ids JSON writes as they are: no quote, backslash or control character.
+    let plain = |s: &str| !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20);
+    if !(plain(message_id) && plain(task_id) && plain(context_id)) {
+        return None;
+    }
+    let tail = body
+        .strip_prefix(r#"{"messageId":""#)?
+        .strip_prefix(message_id)?
+        .strip_prefix(r#"","contextId":""#)?
+        .strip_prefix(context_id)?
+        .strip_prefix(r#"","taskId":""#)?
+        .strip_prefix(task_id)?
+        .strip_prefix('"')?;
+    tail.starts_with(',').then_some(tail)
+}
+
+/// A message's JSON from its stored body (see [`stored_tail`]).
+pub(super) fn message_body(
+    stored: &str,
+    message_id: &str,
+    task_id: &str,
+    context_id: &str,
+) -> String {
+    if !stored.starts_with(',') {
+        return stored.to_owned();
+    }
+    let parts = [
+        r#"{"messageId":""#,
+        message_id,
+        r#"","contextId":""#,
+        context_id,
+        r#"","taskId":""#,
+        task_id,
+        "\"",
+        stored,
+    ];
+    // Exactly its length: the body becomes a boxed `str` as it is.
+    let mut body = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        body.push_str(p);
+    }
+    body
 }
 
 /// Stores an artifact: a new id is added at the end; an existing id is
@@ -625,10 +703,13 @@ fn load_bodies(
         limit => {
             let limit = limit.map_or(-1, |n| n as i64);
             let mut stmt = conn.prepare_cached(
-                "SELECT body FROM messages WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+                "SELECT message_id, body FROM messages WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
             )?;
             let mut msgs = stmt
-                .query_map(params![id, limit], |r| r.get::<_, String>(0))?
+                .query_map(params![id, limit], |r| {
+                    let (message_id, body) = (r.get_ref(0)?.as_str()?, r.get_ref(1)?.as_str()?);
+                    Ok(message_body(body, message_id, id, &head.context_id))
+                })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             msgs.reverse();
             msgs
@@ -986,6 +1067,117 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A message of its task is stored without the ids its row holds, and
+    /// every reader gets it back whole, byte for byte; any other message
+    /// (no ids, another context, an id JSON escapes, a row stored whole
+    /// before) is stored and read as it is.
+    #[test]
+    fn messages_are_stored_without_their_rows_ids_and_read_back_whole() {
+        let (_dir, conn) = migrated();
+        let ours = |id: &str, text: &str| {
+            message(json!({
+                "messageId": id, "role": "ROLE_USER", "taskId": "t", "contextId": "c",
+                "parts": [{"text": text}], "metadata": {"k": ["v"]}
+            }))
+        };
+        let first = ours("m1", "first line\nsecond");
+        let new = NewTask {
+            id: "t".into(),
+            agent_id: "a".into(),
+            owner: "o".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: None,
+            },
+            metadata: None,
+            now_ms: 1,
+            dialect: "v1",
+        };
+        create(&conn, &new, &first).unwrap();
+        let others = [
+            message(
+                json!({"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"text": "no ids"}]}),
+            ),
+            message(json!({
+                "messageId": "m3", "role": "ROLE_USER", "taskId": "t", "contextId": "other",
+                "parts": [{"text": "another context"}]
+            })),
+            ours("m\"4", "an id with a quote"),
+            message(
+                json!({"messageId": "m5", "role": "ROLE_USER", "taskId": "t", "parts": [{"text": "no context"}]}),
+            ),
+        ];
+        for m in &others {
+            append_message(&conn, "t", m).unwrap();
+        }
+        let last = ours("m6", "last request");
+        append_message(&conn, "t", &last).unwrap();
+        // A row stored whole, as before this form.
+        let old = ours("m7", "stored whole");
+        conn.execute(
+            "INSERT INTO messages (task_id, seq, message_id, body) VALUES ('t', 8, 'm7', ?1)",
+            [to_json(&old).unwrap()],
+        )
+        .unwrap();
+        conn.execute("UPDATE tasks SET history_len = 8 WHERE id = 't'", [])
+            .unwrap();
+
+        let all: Vec<&Message> = [&first]
+            .into_iter()
+            .chain(&others)
+            .chain([&last, &old])
+            .collect();
+        let stored: Vec<String> = conn
+            .prepare("SELECT body FROM messages WHERE task_id = 't' ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        for (m, body) in all.iter().zip(&stored) {
+            let whole = to_json(m).unwrap();
+            if ["m1", "m6"].contains(&m.message_id.as_str()) {
+                assert!(body.starts_with(",\"role\":"), "{body}");
+                assert!(whole.ends_with(body.as_str()), "{body}");
+            } else {
+                assert_eq!(body, &whole);
+            }
+        }
+
+        let (_, read) = load_stored(&conn, "t", None, false).unwrap().unwrap();
+        let read: Vec<String> = read.history.iter().map(|m| m.get().to_owned()).collect();
+        let whole: Vec<String> = all.iter().map(|m| to_json(m).unwrap()).collect();
+        assert_eq!(read, whole);
+        let (_, typed) = load(&conn, "t", Some(3), false).unwrap().unwrap();
+        assert_eq!(
+            typed.history,
+            vec![others[3].clone(), last.clone(), old.clone()]
+        );
+
+        for m in &all {
+            assert!(holds_message(&conn, "t", &EncodedMessage::new(m).unwrap()).unwrap());
+        }
+        let changed = ours("m1", "other text");
+        assert!(!holds_message(&conn, "t", &EncodedMessage::new(&changed).unwrap()).unwrap());
+
+        assert_eq!(
+            super::super::queue::first_request_preview(&conn, "t").unwrap(),
+            "first line"
+        );
+        assert_eq!(
+            super::super::queue::request_preview(&conn, "t").unwrap(),
+            "stored whole"
+        );
+        conn.execute("DELETE FROM messages WHERE seq > 6", [])
+            .unwrap();
+        assert_eq!(
+            super::super::queue::request_preview(&conn, "t").unwrap(),
+            "last request"
+        );
     }
 
     /// A stored body that is not JSON is reported as corrupt, not written
