@@ -321,6 +321,9 @@ const MIGRATIONS: &[Step] = &[
     // pages at 20,000 tasks of one agent, 359 ascending, where new entries
     // append. SQLite walks an index backwards for the newest-first pages
     // at no cost (no sort), and each parked task writes 1.5% less.
+    // From this version on, messages and statuses may also be stored in
+    // short forms (`tasks::stored_tail`, `tasks::stored_status`) that
+    // older builds cannot read; the version keeps them from opening it.
     Sql("DROP INDEX tasks_by_owner;
     CREATE INDEX tasks_by_owner ON tasks(agent_id, owner, updated_ms, id);
     DROP INDEX tasks_by_context;

@@ -59,7 +59,7 @@ fn state_of(n: i64) -> Result<TaskState> {
 /// it owes is queued with it in the outbox. Migration 10 dropped the log
 /// they were once copied to, which nothing read.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
-    Ok(insert_row(conn, t, 0, 0, None)?.0)
+    Ok(insert_row(conn, t, 0, 0, None, None)?.0)
 }
 
 /// A watched task's place on its peer: the peer, the task's id there, and
@@ -72,16 +72,21 @@ pub struct Mirrored<'a> {
 
 /// Inserts the row of a task that will hold `messages` messages and
 /// `events` events; a watched task's row is linked to its peer's task.
-/// Returns its head, and the JSON its status and metadata were stored as.
+/// `last` is the JSON of the last of those messages, which its status may
+/// name instead of holding a copy (see [`stored_status`]). Returns its
+/// head, and the JSON of its status and metadata (as [`load_stored`] reads
+/// them back).
 fn insert_row(
     conn: &Connection,
     t: &NewTask,
     messages: i64,
     events: i64,
     link: Option<&Mirrored<'_>>,
+    last: Option<&str>,
 ) -> Result<(TaskHead, String, Option<String>)> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     let status = to_json(&t.status)?;
+    let stored = last.and_then(|m| stored_status(&status, messages, m));
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
                             parked, created_ms, updated_ms, dialect, history_len, last_seq,
@@ -94,7 +99,7 @@ fn insert_row(
         t.owner,
         t.context_id,
         t.status.state.number(),
-        status,
+        stored.as_deref().unwrap_or(&status),
         metadata,
         t.status.state.is_interrupted(),
         t.now_ms,
@@ -130,7 +135,7 @@ fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
 /// number 1 of each), in two statements: counting them up one by one took
 /// two more updates of the new row. Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
-    let (head, ..) = insert_row(conn, t, 1, 1, None)?;
+    let (head, ..) = insert_row(conn, t, 1, 1, None, None)?;
     insert_message(conn, &t.id, &t.context_id, 1, first)?;
     Ok(head)
 }
@@ -247,11 +252,15 @@ fn create_rows<'m>(
     link: Option<&Mirrored<'_>>,
 ) -> Result<(TaskHead, CreatedBodies)> {
     let n = i64::try_from(history.len()).unwrap_or(i64::MAX);
-    let (head, status, metadata) = insert_row(conn, t, n, events, link)?;
-    let mut bodies = Vec::with_capacity(history.len());
-    for (seq, m) in (1..).zip(history) {
-        bodies.push(insert_message(conn, &t.id, &t.context_id, seq, m)?);
+    let encoded = history
+        .map(EncodedMessage::new)
+        .collect::<Result<Vec<_>>>()?;
+    let last = encoded.last().map(|m| m.body.as_str());
+    let (head, status, metadata) = insert_row(conn, t, n, events, link, last)?;
+    for (seq, m) in (1..).zip(&encoded) {
+        insert_encoded(conn, &t.id, &t.context_id, seq, m)?;
     }
+    let bodies = encoded.into_iter().map(|m| m.body).collect();
     Ok((
         head,
         CreatedBodies {
@@ -313,29 +322,39 @@ pub fn record_status(
     // the same value: a task created and parked in one millisecond (every
     // human task) leaves it alone.
     let same_ms = now_ms == h.updated_ms;
+    // A status that names the message it appends (see [`stored_status`])
+    // is stored as `?3` naming `history_len + 1`, the message's number,
+    // which only the row knows for sure.
     let sql = if same_ms {
-        "UPDATE tasks SET state = ?2, status = ?3, parked = ?4,
+        "UPDATE tasks SET state = ?2, parked = ?4,
+                status = CASE WHEN ?6 THEN '@' || (history_len + 1) || ?3 ELSE ?3 END,
                 history_len = history_len + ?5, last_seq = last_seq + 1
          WHERE id = ?1 RETURNING history_len, last_seq"
     } else {
-        "UPDATE tasks SET state = ?2, status = ?3, parked = ?4,
-                history_len = history_len + ?5, last_seq = last_seq + 1, updated_ms = ?6
+        "UPDATE tasks SET state = ?2, parked = ?4,
+                status = CASE WHEN ?6 THEN '@' || (history_len + 1) || ?3 ELSE ?3 END,
+                history_len = history_len + ?5, last_seq = last_seq + 1, updated_ms = ?7
          WHERE id = ?1 RETURNING history_len, last_seq"
     };
     let id = &h.id;
-    let (state, status_json, parked) = (
-        status.state.number(),
-        to_json(status)?,
-        status.state.is_interrupted(),
-    );
+    let encoded = message.map(EncodedMessage::new).transpose()?;
+    let status_json = to_json(status)?;
+    // Stored with a placeholder number, cut off here.
+    let named = encoded
+        .as_ref()
+        .and_then(|m| stored_status(&status_json, 0, &m.body))
+        .map(|s| s["@0".len()..].to_owned());
+    let (state, parked) = (status.state.number(), status.state.is_interrupted());
     let added = i64::from(message.is_some());
-    let all: [&dyn rusqlite::ToSql; 6] = [id, &state, &status_json, &parked, &added, &now_ms];
-    let args = if same_ms { &all[..5] } else { &all[..] };
+    let stored = named.as_deref().unwrap_or(&status_json);
+    let names = named.is_some();
+    let all: [&dyn rusqlite::ToSql; 7] = [id, &state, &stored, &parked, &added, &names, &now_ms];
+    let args = if same_ms { &all[..6] } else { &all[..] };
     let (history_len, seq): (i64, i64) = conn
         .prepare_cached(sql)?
         .query_row(args, |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if let Some(m) = message {
-        insert_message(conn, id, &h.context_id, history_len, m)?;
+    if let Some(m) = &encoded {
+        insert_encoded(conn, id, &h.context_id, history_len, m)?;
     }
     Ok(seq)
 }
@@ -439,6 +458,43 @@ fn insert_encoded(
     )?
     .execute(params![task_id, seq, id, body])?;
     Ok(())
+}
+
+/// A status whose message is also the task's history message `seq` (the
+/// question a parked task asks is both) names that message rather than
+/// holding a second copy of it: its JSON `pre` + the message + `post` is
+/// stored as `@{seq}:{pre's length}:{pre}{post}`, and [`load_stored`] puts
+/// the message back. `None` when the status does not hold `message` (JSON
+/// as written) as its message.
+fn stored_status(status: &str, seq: i64, message: &str) -> Option<String> {
+    use std::fmt::Write;
+    // `{"state":"…","message":…`: the state's name holds no comma.
+    let comma = status.bytes().position(|b| b == b',')?;
+    let at = comma + r#","message":"#.len();
+    let named =
+        status.get(comma..at)? == r#","message":"# && status.get(at..)?.starts_with(message);
+    if !named {
+        return None;
+    }
+    let (pre, post) = (&status[..at], &status[at + message.len()..]);
+    let mut stored = String::with_capacity(pre.len() + post.len() + 16);
+    write!(stored, "@{seq}:{}:", pre.len()).ok()?;
+    stored.push_str(pre);
+    stored.push_str(post);
+    Some(stored)
+}
+
+/// What a status stored as [`stored_status`] names: the message's number,
+/// and the JSON before and after it.
+fn named_message(stored: &str) -> Option<(i64, &str, &str)> {
+    let (seq, rest) = stored.strip_prefix('@')?.split_once(':')?;
+    let (pre_len, rest) = rest.split_once(':')?;
+    let pre_len: usize = pre_len.parse().ok()?;
+    Some((
+        seq.parse().ok()?,
+        rest.get(..pre_len)?,
+        rest.get(pre_len..)?,
+    ))
 }
 
 /// A message is stored without the ids its row already holds. Written for
@@ -698,23 +754,60 @@ fn load_bodies(
         return Ok(None);
     };
     let head = finish_head(head)?;
-    let history = match history {
+    let named = named_message(&status).map(|(seq, ..)| seq);
+    // Where the message the status names is among those read (newest first).
+    let mut named_at = None;
+    let mut history = match history {
         Some(0) => Vec::new(),
         limit => {
             let limit = limit.map_or(-1, |n| n as i64);
             let mut stmt = conn.prepare_cached(
-                "SELECT message_id, body FROM messages WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+                "SELECT seq, message_id, body FROM messages WHERE task_id = ?1
+                 ORDER BY seq DESC LIMIT ?2",
             )?;
-            let mut msgs = stmt
-                .query_map(params![id, limit], |r| {
-                    let (message_id, body) = (r.get_ref(0)?.as_str()?, r.get_ref(1)?.as_str()?);
-                    Ok(message_body(body, message_id, id, &head.context_id))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            msgs.reverse();
+            let mut rows = stmt.query(params![id, limit])?;
+            let mut msgs = Vec::new();
+            while let Some(r) = rows.next()? {
+                if named.is_some() && named == Some(r.get(0)?) {
+                    named_at = Some(msgs.len());
+                }
+                let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+                msgs.push(message_body(text(2)?, text(1)?, id, &head.context_id));
+            }
             msgs
         }
     };
+    let status = match named_message(&status) {
+        None if status.starts_with('@') => {
+            return Err(Error::Corrupt(format!("status of task `{id}`: {status}")));
+        }
+        None => status,
+        Some((seq, pre, post)) => {
+            let read;
+            let message = match named_at {
+                Some(i) => &history[i],
+                None => {
+                    read = conn
+                        .prepare_cached(
+                            "SELECT message_id, body FROM messages WHERE task_id = ?1 AND seq = ?2",
+                        )?
+                        .query_row(params![id, seq], |r| {
+                            let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+                            Ok(message_body(text(1)?, text(0)?, id, &head.context_id))
+                        })
+                        .optional()?
+                        .ok_or_else(|| {
+                            Error::Corrupt(format!(
+                                "status of task `{id}` names message {seq}, which it lacks"
+                            ))
+                        })?;
+                    &read
+                }
+            };
+            [pre, message.as_str(), post].concat()
+        }
+    };
+    history.reverse();
     let artifacts = if include_artifacts {
         let mut stmt =
             conn.prepare_cached("SELECT body FROM artifacts WHERE task_id = ?1 ORDER BY ord")?;
@@ -1178,6 +1271,115 @@ mod tests {
             super::super::queue::request_preview(&conn, "t").unwrap(),
             "last request"
         );
+    }
+
+    /// A status whose message is the one it adds to the history names that
+    /// message instead of holding a copy; every reader gets the status back
+    /// whole, however much of the history it reads and however the history
+    /// grew since. A status with another message holds it whole.
+    #[test]
+    fn a_status_names_the_message_it_shares_with_the_history() {
+        let (_dir, conn) = migrated();
+        let said = |id: &str, role: &str, text: &str| {
+            message(json!({
+                "messageId": id, "role": role, "taskId": "t", "contextId": "c",
+                "parts": [{"text": text}]
+            }))
+        };
+        let (request, asked) = (
+            said("m1", "ROLE_USER", "deploy?"),
+            said("m2", "ROLE_AGENT", "sure?"),
+        );
+        let status = |message: &Message, at: &str| TaskStatus {
+            state: TaskState::InputRequired,
+            message: Some(message.clone()),
+            timestamp: Some(at.into()),
+        };
+        let new = NewTask {
+            id: "t".into(),
+            agent_id: "a".into(),
+            owner: "o".into(),
+            context_id: "c".into(),
+            status: status(&asked, "2026-11-28T00:00:00.000Z"),
+            metadata: None,
+            now_ms: 1,
+            dialect: "v1",
+        };
+        let (head, _) = create_with_history(&conn, &new, &[&request, &asked], 2).unwrap();
+        let stored_status = || -> String {
+            conn.query_row("SELECT status FROM tasks WHERE id = 't'", [], |r| r.get(0))
+                .unwrap()
+        };
+        let read_status = |history: Option<usize>| {
+            let (_, t) = load_stored(&conn, "t", history, false).unwrap().unwrap();
+            let (_, typed) = load(&conn, "t", history, false).unwrap().unwrap();
+            let whole = to_json(&typed.status).unwrap();
+            assert_eq!(t.status.get(), whole, "history {history:?}");
+            whole
+        };
+        assert!(stored_status().starts_with("@2:"), "{}", stored_status());
+        assert!(!stored_status().contains("sure?"));
+        for history in [None, Some(0), Some(1), Some(2)] {
+            assert_eq!(read_status(history), to_json(&new.status).unwrap());
+        }
+
+        // The person answers, the agent asks again: the status names the
+        // new question, message 4, wherever the history is cut.
+        append_message(&conn, "t", &said("m3", "ROLE_USER", "yes")).unwrap();
+        let again = said("m4", "ROLE_AGENT", "really?");
+        let head = TaskHead {
+            history_len: 3,
+            ..head
+        };
+        let asking = status(&again, "2026-11-28T00:00:01.000Z");
+        record_status(&conn, &head, &asking, Some(&again), 1).unwrap();
+        assert!(stored_status().starts_with("@4:"), "{}", stored_status());
+        for history in [None, Some(0), Some(1), Some(3)] {
+            assert_eq!(read_status(history), to_json(&asking).unwrap());
+        }
+        // A message added after it leaves the status naming message 4.
+        append_message(&conn, "t", &said("m5", "ROLE_USER", "hm")).unwrap();
+        for history in [None, Some(0), Some(1)] {
+            assert_eq!(read_status(history), to_json(&asking).unwrap());
+        }
+
+        // A status whose message is not the one added is held whole.
+        let other = status(
+            &said("m6", "ROLE_AGENT", "other"),
+            "2026-11-28T00:00:02.000Z",
+        );
+        record_status(
+            &conn,
+            &head,
+            &other,
+            Some(&said("m7", "ROLE_AGENT", "x")),
+            1,
+        )
+        .unwrap();
+        assert_eq!(stored_status(), to_json(&other).unwrap());
+        record_status(&conn, &head, &asking, None, 1).unwrap();
+        assert_eq!(stored_status(), to_json(&asking).unwrap());
+        assert_eq!(read_status(None), to_json(&asking).unwrap());
+
+        // A status naming a message the task lacks, or that names nothing
+        // readable, is corrupt.
+        for bad in ["@9:10:{\"state\":\"x\"}", "@x", "@1:999:{}"] {
+            conn.execute("UPDATE tasks SET status = ?1 WHERE id = 't'", [bad])
+                .unwrap();
+            for history in [None, Some(0)] {
+                assert!(
+                    matches!(
+                        load_stored(&conn, "t", history, false),
+                        Err(Error::Corrupt(_))
+                    ),
+                    "{bad}"
+                );
+                assert!(matches!(
+                    load(&conn, "t", history, false),
+                    Err(Error::Corrupt(_))
+                ));
+            }
+        }
     }
 
     /// A stored body that is not JSON is reported as corrupt, not written
