@@ -486,15 +486,17 @@ fn stored_status(status: &str, seq: i64, message: &str) -> Option<String> {
 
 /// What a status stored as [`stored_status`] names: the message's number,
 /// and the JSON before and after it.
-fn named_message(stored: &str) -> Option<(i64, &str, &str)> {
-    let (seq, rest) = stored.strip_prefix('@')?.split_once(':')?;
-    let (pre_len, rest) = rest.split_once(':')?;
-    let pre_len: usize = pre_len.parse().ok()?;
-    Some((
-        seq.parse().ok()?,
-        rest.get(..pre_len)?,
-        rest.get(pre_len..)?,
-    ))
+/// `pre` is `stored[start..end]`, and `post` the rest after it.
+fn named_message(stored: &str) -> Option<(i64, usize, usize)> {
+    let field = |from: usize| -> Option<(&str, usize)> {
+        let len = stored.get(from..)?.bytes().position(|b| b == b':')?;
+        Some((&stored[from..from + len], from + len + 1))
+    };
+    let (seq, next) = field(stored.strip_prefix('@').map(|_| 1)?)?;
+    let (pre_len, start) = field(next)?;
+    let end = start.checked_add(pre_len.parse().ok()?)?;
+    stored.get(start..end)?;
+    Some((seq.parse().ok()?, start, end))
 }
 
 /// A message is stored without the ids its row already holds. Written for
@@ -510,11 +512,6 @@ fn stored_tail<'b>(
     task_id: &str,
     context_id: &str,
 ) -> Option<&'b str> {
-    // Ids JSON writes as they are: no quote, backslash or control character.
-    let plain = |s: &str| !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20);
-    if !(plain(message_id) && plain(task_id) && plain(context_id)) {
-        return None;
-    }
     let tail = body
         .strip_prefix(r#"{"messageId":""#)?
         .strip_prefix(message_id)?
@@ -523,6 +520,10 @@ fn stored_tail<'b>(
         .strip_prefix(r#"","taskId":""#)?
         .strip_prefix(task_id)?
         .strip_prefix('"')?;
+    // An id JSON escapes cannot match: JSON writes a quote or a control
+    // character as a backslash first, and a run of backslashes twice over,
+    // so what follows the raw id is still inside the JSON string, never the
+    // `"` matched next. (A test stores such ids.)
     tail.starts_with(',').then_some(tail)
 }
 
@@ -754,7 +755,8 @@ fn load_bodies(
         return Ok(None);
     };
     let head = finish_head(head)?;
-    let named = named_message(&status).map(|(seq, ..)| seq);
+    let named_parts = named_message(&status);
+    let named = named_parts.map(|(seq, ..)| seq);
     // Where the message the status names is among those read (newest first).
     let mut named_at = None;
     let mut history = match history {
@@ -777,12 +779,13 @@ fn load_bodies(
             msgs
         }
     };
-    let status = match named_message(&status) {
+    let status = match named_parts {
         None if status.starts_with('@') => {
             return Err(Error::Corrupt(format!("status of task `{id}`: {status}")));
         }
         None => status,
-        Some((seq, pre, post)) => {
+        Some((seq, start, end)) => {
+            let (pre, post) = (&status[start..end], &status[end..]);
             let read;
             let message = match named_at {
                 Some(i) => &history[i],
@@ -1200,6 +1203,7 @@ mod tests {
                 "parts": [{"text": "another context"}]
             })),
             ours("m\"4", "an id with a quote"),
+            ours("m4\\\\", "an id that ends in backslashes"),
             message(
                 json!({"messageId": "m5", "role": "ROLE_USER", "taskId": "t", "parts": [{"text": "no context"}]}),
             ),
@@ -1212,11 +1216,11 @@ mod tests {
         // A row stored whole, as before this form.
         let old = ours("m7", "stored whole");
         conn.execute(
-            "INSERT INTO messages (task_id, seq, message_id, body) VALUES ('t', 8, 'm7', ?1)",
+            "INSERT INTO messages (task_id, seq, message_id, body) VALUES ('t', 9, 'm7', ?1)",
             [to_json(&old).unwrap()],
         )
         .unwrap();
-        conn.execute("UPDATE tasks SET history_len = 8 WHERE id = 't'", [])
+        conn.execute("UPDATE tasks SET history_len = 9 WHERE id = 't'", [])
             .unwrap();
 
         let all: Vec<&Message> = [&first]
@@ -1248,7 +1252,7 @@ mod tests {
         let (_, typed) = load(&conn, "t", Some(3), false).unwrap().unwrap();
         assert_eq!(
             typed.history,
-            vec![others[3].clone(), last.clone(), old.clone()]
+            vec![others[4].clone(), last.clone(), old.clone()]
         );
 
         for m in &all {
@@ -1265,7 +1269,7 @@ mod tests {
             super::super::queue::request_preview(&conn, "t").unwrap(),
             "stored whole"
         );
-        conn.execute("DELETE FROM messages WHERE seq > 6", [])
+        conn.execute("DELETE FROM messages WHERE seq > 7", [])
             .unwrap();
         assert_eq!(
             super::super::queue::request_preview(&conn, "t").unwrap(),
