@@ -256,6 +256,15 @@ PY
     log "filled: $fill"
     token="$(cat "$data/ui-token")"
     total="$(curl -sf -H "Authorization: Bearer $token" "$base/api/queue?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')"
+    # What the parked tasks take in the file: its pages as the latest
+    # snapshot sees them (the WAL's included), per task.
+    stored="$(python3 -c '
+import sqlite3, sys
+c = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+size = c.execute("PRAGMA page_count").fetchone()[0] * c.execute("PRAGMA page_size").fetchone()[0]
+tasks = c.execute("SELECT count(*) FROM tasks").fetchone()[0]
+print(f"{size / max(tasks, 1):.0f} bytes a task ({size / 1048576:.1f} MiB)")' "$data/countersign.db")"
+    printf 'countersign\tthe store with %s parked tasks\t%s\n' "$total" "$stored" >>"$extras"
     load countersign "queue first page (50 of $total parked)" "$base/api/queue?limit=50&sort=oldest" \
         --header "Authorization: Bearer $token"
     load countersign "queue first page (50 of $total), 1 connection" "$base/api/queue?limit=50&sort=oldest" \
