@@ -1386,6 +1386,103 @@ mod tests {
         }
     }
 
+    mod stored_forms {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Ids as clients send them, and ones JSON escapes.
+        fn id() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[a-z0-9-]{1,12}",
+                "[a-z\"\\\\\u{1}\n\u{e9}\u{1F600}]{1,6}",
+                Just("t".to_owned()),
+                Just("c".to_owned()),
+            ]
+        }
+
+        fn message(
+            message_id: String,
+            task_id: Option<String>,
+            context_id: Option<String>,
+            text: String,
+        ) -> Message {
+            let mut m = serde_json::from_value::<Message>(json!({
+                "messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": text}]
+            }))
+            .unwrap();
+            m.message_id = message_id;
+            m.task_id = task_id;
+            m.context_id = context_id;
+            m
+        }
+
+        proptest! {
+            /// Whatever a message's ids, the task's and its context's, a
+            /// body cut by `stored_tail` comes back whole from
+            /// `message_body`, and one left whole is read as it is.
+            #[test]
+            fn a_message_body_comes_back_whole(
+                message_id in id(),
+                own in id(),
+                task_id in id(),
+                context_id in id(),
+                (own_task, own_context) in (any::<bool>(), any::<bool>()),
+                text in ".{0,20}",
+            ) {
+                let m = message(
+                    message_id.clone(),
+                    Some(if own_task { task_id.clone() } else { own.clone() }),
+                    Some(if own_context { context_id.clone() } else { own }),
+                    text,
+                );
+                let body = to_json(&m).unwrap();
+                let stored = stored_tail(&body, &message_id, &task_id, &context_id);
+                if let Some(tail) = stored {
+                    prop_assert!(tail.len() < body.len());
+                }
+                let stored = stored.unwrap_or(&body);
+                prop_assert_eq!(
+                    message_body(stored, &message_id, &task_id, &context_id),
+                    body
+                );
+            }
+
+            /// A status that names its message comes back whole from its
+            /// name and that message; `stored_status` names only the
+            /// message the status holds.
+            #[test]
+            fn a_named_status_comes_back_whole(
+                seq in 0i64..1_000_000,
+                (same, with_time) in (any::<bool>(), any::<bool>()),
+                text in ".{0,20}",
+                other in ".{0,20}",
+            ) {
+                let held = message("m".into(), Some("t".into()), Some("c".into()), text);
+                let added = if same {
+                    held.clone()
+                } else {
+                    message("m".into(), Some("t".into()), Some("c".into()), other)
+                };
+                let status = TaskStatus {
+                    state: TaskState::InputRequired,
+                    message: Some(held.clone()),
+                    timestamp: with_time.then(|| "2026-11-29T00:00:00.000Z".to_owned()),
+                };
+                let (json, added) = (to_json(&status).unwrap(), to_json(&added).unwrap());
+                match stored_status(&json, seq, &added) {
+                    Some(stored) => {
+                        prop_assert!(added == to_json(&held).unwrap());
+                        let (named, start, end) = named_message(&stored).unwrap();
+                        prop_assert_eq!(named, seq);
+                        let back = [&stored[start..end], added.as_str(), &stored[end..]].concat();
+                        prop_assert_eq!(back, json);
+                    }
+                    None => prop_assert!(added != to_json(&held).unwrap()),
+                }
+            }
+        }
+    }
+
     /// A stored body that is not JSON is reported as corrupt, not written
     /// into an answer.
     #[test]
