@@ -637,23 +637,13 @@ mod tests {
             .write(|conn| {
                 for i in 0..2_000 {
                     let id = format!("t{i}");
-                    insert_task(
-                        conn,
-                        &NewTask {
-                            id: id.clone(),
-                            agent_id: "inbox".into(),
-                            owner: "local".into(),
-                            context_id: "c".into(),
-                            status: TaskStatus {
-                                state: TaskState::Submitted,
-                                message: None,
-                                timestamp: None,
-                            },
-                            metadata: None,
-                            now_ms: i,
-                            dialect: "v1",
-                        },
-                    )?;
+                    let submitted = TaskStatus {
+                        state: TaskState::Submitted,
+                        message: None,
+                        timestamp: None,
+                    };
+                    let task = NewTask::for_test((&id, "inbox", "local", "c"), submitted, i);
+                    insert_task(conn, &task)?;
                     q::sync_turn_with(
                         conn,
                         &id,

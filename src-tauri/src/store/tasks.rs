@@ -38,6 +38,28 @@ pub struct NewTask {
     pub dialect: &'static str,
 }
 
+#[cfg(test)]
+impl NewTask {
+    /// A task of `agent_id` owned by `owner`, in dialect v1 with no
+    /// metadata, for tests.
+    pub(crate) fn for_test(
+        (id, agent_id, owner, context_id): (&str, &str, &str, &str),
+        status: TaskStatus,
+        now_ms: i64,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            agent_id: agent_id.into(),
+            owner: owner.into(),
+            context_id: context_id.into(),
+            status,
+            metadata: None,
+            now_ms,
+            dialect: "v1",
+        }
+    }
+}
+
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
     // Stored statuses and messages are a few hundred bytes.
     crate::a2a::to_json_sized(v, 384).map_err(|e| Error::Corrupt(format!("cannot encode: {e}")))
@@ -1053,25 +1075,13 @@ mod tests {
             "messageId": "m2", "role": "ROLE_AGENT", "taskId": "t1", "contextId": "c1",
             "parts": [{"text": "Approve?"}]
         }));
-        let new = NewTask {
-            id: "t1".into(),
-            agent_id: "a".into(),
-            owner: "o".into(),
-            context_id: "c1".into(),
-            status: TaskStatus {
-                state: TaskState::Submitted,
-                message: None,
-                timestamp: Some("2026-11-27T06:00:00.000Z".into()),
-            },
-            metadata: Some(
-                json!({"source": "test", "n": 1})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            ),
-            now_ms: 1,
-            dialect: "v1",
+        let submitted = TaskStatus {
+            state: TaskState::Submitted,
+            message: None,
+            timestamp: Some("2026-11-27T06:00:00.000Z".into()),
         };
+        let mut new = NewTask::for_test(("t1", "a", "o", "c1"), submitted, 1);
+        new.metadata = json!({"source": "test", "n": 1}).as_object().cloned();
         let head = create(&conn, &new, &first).unwrap();
         let parked = TaskStatus {
             state: TaskState::InputRequired,
@@ -1128,20 +1138,13 @@ mod tests {
         }));
         for metadata in [None, Some(json!({"source": "test", "n": [1, {"x": null}]}))] {
             let id = format!("t\"1{}", metadata.is_some());
-            let new = NewTask {
-                id: id.clone(),
-                agent_id: "a".into(),
-                owner: "o".into(),
-                context_id: "c\\1".into(),
-                status: TaskStatus {
-                    state: TaskState::InputRequired,
-                    message: Some(asked.clone()),
-                    timestamp: Some("2026-11-27T06:00:01.000Z".into()),
-                },
-                metadata: metadata.map(|m| m.as_object().unwrap().clone()),
-                now_ms: 1,
-                dialect: "v1",
+            let asking = TaskStatus {
+                state: TaskState::InputRequired,
+                message: Some(asked.clone()),
+                timestamp: Some("2026-11-27T06:00:01.000Z".into()),
             };
+            let mut new = NewTask::for_test((&id, "a", "o", "c\\1"), asking, 1);
+            new.metadata = metadata.map(|m| m.as_object().unwrap().clone());
             let (_, bodies) = create_with_history(&conn, &new, &[&first, &asked], 2).unwrap();
             let created = CreatedTask::new(id.clone(), "c\\1".into(), bodies);
             for history in [None, Some(0), Some(1), Some(5)] {
@@ -1179,20 +1182,12 @@ mod tests {
             }))
         };
         let first = ours("m1", "first line\nsecond");
-        let new = NewTask {
-            id: "t".into(),
-            agent_id: "a".into(),
-            owner: "o".into(),
-            context_id: "c".into(),
-            status: TaskStatus {
-                state: TaskState::Submitted,
-                message: None,
-                timestamp: None,
-            },
-            metadata: None,
-            now_ms: 1,
-            dialect: "v1",
+        let submitted = TaskStatus {
+            state: TaskState::Submitted,
+            message: None,
+            timestamp: None,
         };
+        let new = NewTask::for_test(("t", "a", "o", "c"), submitted, 1);
         create(&conn, &new, &first).unwrap();
         let others = [
             message(
@@ -1299,16 +1294,8 @@ mod tests {
             message: Some(message.clone()),
             timestamp: Some(at.into()),
         };
-        let new = NewTask {
-            id: "t".into(),
-            agent_id: "a".into(),
-            owner: "o".into(),
-            context_id: "c".into(),
-            status: status(&asked, "2026-11-28T00:00:00.000Z"),
-            metadata: None,
-            now_ms: 1,
-            dialect: "v1",
-        };
+        let asking = status(&asked, "2026-11-28T00:00:00.000Z");
+        let new = NewTask::for_test(("t", "a", "o", "c"), asking, 1);
         let (head, _) = create_with_history(&conn, &new, &[&request, &asked], 2).unwrap();
         let stored_status = || -> String {
             conn.query_row("SELECT status FROM tasks WHERE id = 't'", [], |r| r.get(0))
