@@ -108,9 +108,9 @@ export function createApp(api: Api): App {
     notifier.onEvent(ev, get(settings).settings);
     // A task leaving the queue may be a decision made elsewhere: the
     // history gains a row.
-    if (get(history).loaded && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state)) refreshHistory();
+    if (opened(get(history)) && ev.state && !/INPUT_REQUIRED|AUTH_REQUIRED/.test(ev.state)) refreshHistory();
     // Any task that changes moves to the top of the recent tasks.
-    if (get(tasks).loaded && ev.taskId && ev.state) refreshTasks();
+    if (opened(get(tasks)) && ev.taskId && ev.state) refreshTasks();
   }
 
   function resync(): void {
@@ -159,6 +159,13 @@ export function createApp(api: Api): App {
 }
 
 /** `run`, `ms` after the first of any number of calls made meanwhile. */
+/** A paged list a screen has opened: read, or its first page being read.
+ *  An event while that page is read may have come after the server
+ *  answered it, so the list is read again too (once the page is in). */
+function opened(s: { loaded: boolean; loading: boolean }): boolean {
+  return s.loaded || s.loading;
+}
+
 export function coalesced(run: () => void, ms: number): () => void {
   let timer: ReturnType<typeof setTimeout> | null = null;
   return () => {

@@ -3,7 +3,7 @@ import { get } from 'svelte/store';
 import { Api } from './api';
 import { createApp, parseRoute, routeHash } from './app';
 import { createTasks } from './tasks';
-import { MockTransport, json, tick } from '../test/mock';
+import { MockTransport, gate, json, tick } from '../test/mock';
 
 const row = (id: string, state = 'completed') => ({ id, agentId: 'ops', state, preview: id, updatedMs: 1, parked: false });
 
@@ -67,5 +67,26 @@ describe('the Tasks screen', () => {
     for (let i = 0; i < 5; i++) app.dispatch({ kind: 'statusUpdate', taskId: `t${i}`, state: 'TASK_STATE_WORKING' });
     await tick(400);
     expect(m.paths()).toEqual(['/api/tasks?limit=200', '/api/tasks?limit=200']);
+  });
+
+  it('a task that changes while the first page is read is not lost', async () => {
+    // The server answers the first page from before the new task; its
+    // event arrives before that answer does.
+    const first = gate();
+    let rows = [row('t1')];
+    const m = new MockTransport().on('GET', /^\/api\/tasks\?/, async () => {
+      const page = { items: rows };
+      if (m.calls.length === 1) await first.held;
+      return json(200, page);
+    });
+    const app = createApp(new Api(m));
+    const loading = app.tasks.load();
+    rows = [row('t2', 'input-required'), row('t1')];
+    app.dispatch({ kind: 'statusUpdate', taskId: 't2', state: 'TASK_STATE_INPUT_REQUIRED' });
+    first.open();
+    await loading;
+    expect(get(app.tasks).items.map((x) => x.id)).toEqual(['t1']);
+    await tick(400);
+    expect(get(app.tasks).items.map((x) => x.id)).toEqual(['t2', 't1']);
   });
 });
