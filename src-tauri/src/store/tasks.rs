@@ -108,7 +108,7 @@ fn insert_row(
 ) -> Result<(TaskHead, String, Option<String>)> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     let status = to_json(&t.status)?;
-    let stored = last.and_then(|m| stored_status(&status, messages, m));
+    let stored = last.and_then(|m| stored_status(&status, Some(messages), m));
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
                             parked, created_ms, updated_ms, dialect, history_len, last_seq,
@@ -361,11 +361,9 @@ pub fn record_status(
     let id = &h.id;
     let encoded = message.map(EncodedMessage::new).transpose()?;
     let status_json = to_json(status)?;
-    // Stored with a placeholder number, cut off here.
     let named = encoded
         .as_ref()
-        .and_then(|m| stored_status(&status_json, 0, &m.body))
-        .map(|s| s["@0".len()..].to_owned());
+        .and_then(|m| stored_status(&status_json, None, &m.body));
     let (state, parked) = (status.state.number(), status.state.is_interrupted());
     let added = i64::from(message.is_some());
     let stored = named.as_deref().unwrap_or(&status_json);
@@ -487,8 +485,9 @@ fn insert_encoded(
 /// holding a second copy of it: its JSON `pre` + the message + `post` is
 /// stored as `@{seq}:{pre's length}:{pre}{post}`, and [`load_stored`] puts
 /// the message back. `None` when the status does not hold `message` (JSON
-/// as written) as its message.
-fn stored_status(status: &str, seq: i64, message: &str) -> Option<String> {
+/// as written) as its message. Without `seq`, the `@{seq}` in front is
+/// left to the caller (an UPDATE that reads the number from the row).
+fn stored_status(status: &str, seq: Option<i64>, message: &str) -> Option<String> {
     use std::fmt::Write;
     // `{"state":"…","message":…`: the state's name holds no comma.
     let comma = status.bytes().position(|b| b == b',')?;
@@ -500,7 +499,10 @@ fn stored_status(status: &str, seq: i64, message: &str) -> Option<String> {
     }
     let (pre, post) = (&status[..at], &status[at + message.len()..]);
     let mut stored = String::with_capacity(pre.len() + post.len() + 16);
-    write!(stored, "@{seq}:{}:", pre.len()).ok()?;
+    if let Some(seq) = seq {
+        write!(stored, "@{seq}").ok()?;
+    }
+    write!(stored, ":{}:", pre.len()).ok()?;
     stored.push_str(pre);
     stored.push_str(post);
     Some(stored)
@@ -1456,7 +1458,7 @@ mod tests {
                     timestamp: with_time.then(|| "2026-11-29T00:00:00.000Z".to_owned()),
                 };
                 let (json, added) = (to_json(&status).unwrap(), to_json(&added).unwrap());
-                match stored_status(&json, seq, &added) {
+                match stored_status(&json, Some(seq), &added) {
                     Some(stored) => {
                         prop_assert!(added == to_json(&held).unwrap());
                         let (named, start, end) = named_message(&stored).unwrap();
