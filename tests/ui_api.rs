@@ -115,6 +115,10 @@ async fn queue_lists_filters_searches_and_counts_parked_tasks() {
     );
     assert_eq!(q["items"][0]["preview"], "Pay invoice 1042?");
     assert_eq!(q["items"][0]["state"], "input-required");
+    assert_eq!(
+        q["items"][0]["source"], "served",
+        "asked here, not of a peer"
+    );
     assert_eq!(q["counts"], json!({"inbox": 1, "ops": 1}));
     let q = api.json("/queue?sort=newest&limit=1").await;
     assert_eq!(q["items"][0]["taskId"], b.as_str());

@@ -317,7 +317,7 @@ fn create_with_status(
         from,
         state,
         now,
-        Some(preview),
+        Some(store::queue::Opening::served(preview)),
     )?;
     // A task this write creates owes no push notification (it has no
     // config: this path is not taken with one sent inline), only hops.

@@ -651,10 +651,10 @@ mod tests {
                         TaskState::Submitted,
                         TaskState::InputRequired,
                         i,
-                        Some(format!(
+                        Some(q::Opening::served(format!(
                             "{} the invoice",
                             if i % 2 == 0 { "pay" } else { "file" }
-                        )),
+                        ))),
                     )?;
                 }
                 Ok(())

@@ -17,7 +17,7 @@ use crate::a2a::types::{
     Message, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use crate::clock::now_ms;
-use crate::store::queue::{sync_turn_asking, sync_turn_with};
+use crate::store::queue::{Opening, sync_turn_asking, sync_turn_with};
 use crate::store::{NewTask, TaskHead, peers, tasks};
 
 /// The owner recorded on watched tasks (they belong to the person).
@@ -499,7 +499,11 @@ impl FirstSight<'_> {
         let from = TaskState::Submitted;
         let preview = crate::store::queue::preview_of_newest_first(history.iter().rev());
         let to = status.state;
-        sync_turn_with(conn, &id, &head.agent_id, from, to, self.now, Some(preview))?;
+        let opening = Opening {
+            preview,
+            source: tasks::WATCHED,
+        };
+        sync_turn_with(conn, &id, &head.agent_id, from, to, self.now, Some(opening))?;
         // Only this write can have stored anything with the mirror: it has
         // no push config, and its peer's chain rules are all it can fire.
         crate::store::dispatch::fan_out_created(

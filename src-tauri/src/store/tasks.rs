@@ -26,6 +26,12 @@ pub struct TaskHead {
     pub dialect: String,
 }
 
+/// Where a task came from (`tasks.origin`, and each of its turns'
+/// `source`): asked of an agent served here, or mirrored from a watched
+/// peer.
+pub const SERVED: &str = "served";
+pub const WATCHED: &str = "watched";
+
 /// A task about to be created.
 pub struct NewTask {
     pub id: String,
@@ -131,7 +137,7 @@ fn insert_row(
         link.map(|l| l.peer_id),
         link.map(|l| l.remote_id),
         link.and_then(|l| l.subscription),
-        if link.is_some() { "watched" } else { "served" },
+        if link.is_some() { WATCHED } else { SERVED },
     ])?;
     Ok((new_head(t, messages, events), status, metadata))
 }
