@@ -9,6 +9,7 @@ mod checkpoint;
 pub mod dispatch;
 pub mod peers;
 pub mod queue;
+mod readers;
 pub mod retention;
 mod schema;
 pub mod tasks;
@@ -17,8 +18,8 @@ mod writer;
 pub use tasks::{ListFilter, NewTask, TaskHead, TaskPage};
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
@@ -97,11 +98,10 @@ struct Inner {
     /// Notified after each commit that queued outbox items.
     outbox_queued: Arc<tokio::sync::Notify>,
     failing: tokio::sync::watch::Sender<Option<Failing>>,
-    readers: Mutex<Vec<Connection>>,
+    readers: readers::Readers,
     /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
     blocking_reads: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
-    durability: Durability,
 }
 
 impl Store {
@@ -119,6 +119,7 @@ impl Store {
         };
         schema::migrate(&mut conn, path).map_err(at)?;
         let commits = Arc::new(AtomicU64::new(0));
+        let readers = readers::Readers::new(path, durability, commits.clone(), KEPT_READERS);
         // Checkpoints run on their own thread and connection.
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
         let nudge = checkpoint::start(open_connection(path, durability)?);
@@ -133,6 +134,7 @@ impl Store {
                 after_commit: nudge,
                 outbox_queued: outbox_queued.clone(),
                 failing: failing.clone(),
+                readers: readers.clone(),
             },
         );
         Ok(Store {
@@ -141,10 +143,9 @@ impl Store {
                 commits,
                 outbox_queued,
                 failing,
-                readers: Mutex::new(Vec::new()),
+                readers,
                 blocking_reads: Arc::new(tokio::sync::Semaphore::new(BLOCKING_READS)),
                 path: path.to_path_buf(),
-                durability,
             }),
         })
     }
@@ -269,44 +270,13 @@ impl Store {
     /// (checkpointing the WAL). Later writes fail with [`Error::WriterGone`].
     pub async fn close(&self) {
         self.inner.writer.shutdown().await;
-        if let Ok(mut readers) = self.inner.readers.lock() {
-            readers.clear();
-        }
+        self.inner.readers.clear();
     }
 }
 
 impl Inner {
     fn with_reader<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
-        let pooled = self.readers.lock().ok().and_then(|mut r| r.pop());
-        let conn = match pooled {
-            Some(c) => c,
-            None => {
-                let c = open_connection(&self.path, self.durability)?;
-                c.execute_batch("PRAGMA query_only = ON;")?;
-                c
-            }
-        };
-        // One read transaction for all of `f`: its statements see one
-        // snapshot (a task's row, messages and turns as one commit left
-        // them, never a status from before a write and turns from after),
-        // and the WAL read lock is taken once, not once per statement.
-        let out = conn
-            .prepare_cached("BEGIN")
-            .and_then(|mut begin| begin.execute([]))
-            .map_err(Error::from)
-            .and_then(|_| f(&conn));
-        let ended = conn
-            .prepare_cached(if out.is_ok() { "COMMIT" } else { "ROLLBACK" })
-            .and_then(|mut end| end.execute([]));
-        // A connection left inside a transaction would pin its snapshot.
-        if ended.is_ok()
-            && conn.is_autocommit()
-            && let Ok(mut readers) = self.readers.lock()
-            && readers.len() < KEPT_READERS
-        {
-            readers.push(conn);
-        }
-        out
+        self.readers.read(f)
     }
 }
 
@@ -402,23 +372,108 @@ mod tests {
             Ok((before, count(conn)?))
         });
         assert_eq!(seen.unwrap(), (0, 0));
-        let (add_r2, count2) = (add.clone(), count);
+        // Reads see another commit of the store's own writer.
+        store.write(|conn| rule(conn, "r2")).await.unwrap();
+        let (add_r3, count2) = (add.clone(), count);
         let seen = store
             .read(move |conn| {
                 let before = count2(conn)?;
-                add_r2("r2");
+                add_r3("r3");
                 Ok((before, count2(conn)?))
             })
             .await;
-        assert_eq!(seen.unwrap(), (1, 1));
+        assert_eq!(seen.unwrap(), (2, 2));
         // A failed read leaves no snapshot behind: the next sees it all.
         let failed = store.read_point(|conn| {
             count(conn)?;
             Err::<(), _>(Error::Corrupt("a read that fails".into()))
         });
         assert!(failed.is_err());
-        add("r3");
-        assert_eq!(store.read_point(count).unwrap(), 3);
+        add("r4");
+        assert_eq!(store.read_point(count).unwrap(), 4);
+    }
+
+    /// Adds a chain rule row with id `id`.
+    fn rule(conn: &Connection, id: &str) -> Result<()> {
+        conn.execute(
+            "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
+             VALUES (?1, 'api', '{}', 0, 0)",
+            [id],
+        )?;
+        Ok(())
+    }
+
+    fn rules(conn: &Connection) -> Result<i64> {
+        Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
+    }
+
+    /// Every write goes through the writer, which counts its commits: reads
+    /// with no commit between them read on in the snapshot the first began
+    /// (no lock calls), and the next commit ends it. A row written around
+    /// the writer shows which snapshot a read is in.
+    #[tokio::test]
+    async fn reads_between_commits_share_a_snapshot_until_the_next_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        assert_eq!(store.read_point(rules).unwrap(), 0);
+        rule(&Connection::open(&path).unwrap(), "around").unwrap();
+        assert_eq!(store.read_point(rules).unwrap(), 0, "the same snapshot");
+        assert_eq!(store.read(rules).await.unwrap(), 0, "on the pool too");
+        store.write(|conn| rule(conn, "through")).await.unwrap();
+        assert_eq!(store.read_point(rules).unwrap(), 2, "a snapshot after it");
+    }
+
+    /// A kept snapshot keeps SQLite from starting the WAL over from its
+    /// beginning once every frame is copied back: the file would grow with
+    /// every commit under a steady mix of reads and writes. The writer ends
+    /// the kept snapshots before it commits.
+    #[tokio::test]
+    async fn a_kept_snapshot_does_not_keep_the_wal_from_starting_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        // Frames in the WAL, after copying back all that no read needs
+        // (again while the checkpoint thread holds the checkpoint).
+        let frames = || -> i64 {
+            let conn = Connection::open(&path).unwrap();
+            for _ in 0..1_000 {
+                let (busy, log): (i64, i64) = conn
+                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .unwrap();
+                if busy == 0 && log >= 0 {
+                    return log;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            panic!("the checkpoint stayed busy");
+        };
+        for i in 0..200 {
+            store
+                .write(move |conn| rule(conn, &format!("r{i}")))
+                .await
+                .unwrap();
+        }
+        // Kept, in a snapshot of a WAL not yet copied back.
+        assert_eq!(store.read_point(rules).unwrap(), 200);
+        let before = frames();
+        assert!(before > 200, "{before} frames");
+        // The checkpoint thread is done with the last commit's nudge.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        store.write(|conn| rule(conn, "last")).await.unwrap();
+        let after = frames();
+        assert!(
+            after < 20,
+            "the WAL went on from {before} frames to {after}"
+        );
+        assert_eq!(store.read_point(rules).unwrap(), 201);
+        // Closing copies every frame back and empties the file (or the
+        // last connection to close removes it), a kept snapshot or not.
+        store.close().await;
+        let wal = std::fs::metadata(path.with_extension("sqlite-wal")).map_or(0, |m| m.len());
+        assert_eq!(wal, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,7 +504,7 @@ mod tests {
         let most = most.load(Ordering::SeqCst);
         assert!(most > 1, "reads ran one at a time");
         assert!(most <= BLOCKING_READS, "{most} reads ran at once");
-        let kept = store.inner.readers.lock().unwrap().len();
+        let kept = store.inner.readers.kept();
         assert!((1..=KEPT_READERS).contains(&kept), "{kept} readers kept");
     }
 }

@@ -64,6 +64,9 @@ pub struct Hooks {
     pub outbox_queued: Arc<tokio::sync::Notify>,
     /// Whether writes are failing as a whole (see [`super::Failing`]).
     pub failing: tokio::sync::watch::Sender<Option<super::Failing>>,
+    /// The kept read connections: their snapshots end just before each
+    /// commit, so that none keeps the WAL from starting over.
+    pub readers: super::readers::Readers,
 }
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
@@ -101,6 +104,7 @@ impl Writer {
                     failing: std::cell::Cell::new(false),
                 };
                 let shutdown = run(&batch, &rx);
+                hooks.readers.end_snapshots();
                 close(conn, shutdown);
             });
         if let Err(e) = spawned {
@@ -268,6 +272,9 @@ fn idle(batch: &Batch<'_>) {
     let done = run_cached(conn, "BEGIN IMMEDIATE")
         .and_then(|()| (batch.hooks.when_idle)(conn))
         .and_then(|wrote| {
+            if wrote {
+                batch.hooks.readers.end_snapshots();
+            }
             run_cached(conn, if wrote { "COMMIT" } else { "ROLLBACK" }).map(|()| wrote)
         });
     match done {
@@ -366,8 +373,10 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         }
         return false;
     }
-    let finished = (batch.hooks.before_commit)(conn)
-        .and_then(|owed| run_cached(conn, "COMMIT").map(|()| owed));
+    let finished = (batch.hooks.before_commit)(conn).and_then(|owed| {
+        batch.hooks.readers.end_snapshots();
+        run_cached(conn, "COMMIT").map(|()| owed)
+    });
     let failure;
     let mut owed = false;
     let committed = match finished {
