@@ -129,7 +129,7 @@ impl Store {
             conn,
             writer::Hooks {
                 commits: commits.clone(),
-                before_commit: queue::index_search_when_due,
+                before_commit: queue::before_commit,
                 when_idle: queue::index_search_backlog,
                 after_commit: nudge,
                 outbox_queued: outbox_queued.clone(),

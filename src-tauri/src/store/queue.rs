@@ -465,22 +465,67 @@ fn move_turns(
              VALUES (?1, ?2, ?3, coalesce(?7, (SELECT origin FROM tasks WHERE id = ?2)), ?4, ?5, ?6)",
         )?
         .execute(params![id, task_id, agent_id, to.number(), preview, now_ms, source])?;
-        count_opened(conn, agent_id, to)?;
-        // Indexed for search later, with others (see `index_search_when_due`).
+        // Counted before the commit, with the others the transaction opens
+        // (`count_new_turns`); indexed for search later, with others
+        // (`index_search_when_due`).
     }
     Ok(())
 }
 
-/// Counts a turn opened for `agent_id` in state `to` in the kept counts
-/// (migration 20), as every insert of an open turn must; closing and
-/// deleting are counted by triggers.
-fn count_opened(conn: &Connection, agent_id: &str, to: TaskState) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO open_turns (agent_id, state, n) VALUES (?1, ?2, 1)
-             ON CONFLICT (agent_id, state) DO UPDATE SET n = n + 1",
-    )?
-    .execute(params![agent_id, to.number()])?;
+/// Counts the open turns past the mark in the kept counts (migration
+/// 22), and moves the mark past them: what the writer does in every
+/// transaction just before it commits, so that a commit's counts are
+/// whole. Turns opened and closed or deleted before it are not counted at
+/// all, and a turn moved to another agent or state is counted as it is
+/// now; a transaction that misses it leaves its turns to the next one.
+pub fn count_new_turns(conn: &Connection) -> rusqlite::Result<()> {
+    let (mark, newest): (i64, i64) = conn
+        .prepare_cached(
+            "SELECT turn_rowid, (SELECT coalesce(max(rowid), 0) FROM turns) FROM count_mark",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if newest <= mark {
+        return Ok(());
+    }
+    // Added up here: SQLite's `INSERT … SELECT … GROUP BY` (a sorter and
+    // a statement journal) cost four times as much for a batch's turns,
+    // which are nearly always one agent's in one state.
+    let mut opened: Vec<(String, i64, i64)> = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT agent_id, state FROM turns
+             WHERE rowid > ?1 AND rowid <= ?2 AND closed_ms IS NULL",
+        )?;
+        let mut rows = stmt.query([mark, newest])?;
+        while let Some(row) = rows.next()? {
+            let (agent, state): (String, i64) = (row.get(0)?, row.get(1)?);
+            match opened
+                .iter_mut()
+                .find(|(a, s, _)| *a == agent && *s == state)
+            {
+                Some(seen) => seen.2 += 1,
+                None => opened.push((agent, state, 1)),
+            }
+        }
+    }
+    for (agent, state, n) in opened {
+        conn.prepare_cached(
+            "INSERT INTO open_turns (agent_id, state, n) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (agent_id, state) DO UPDATE SET n = n + excluded.n",
+        )?
+        .execute(params![agent, state, n])?;
+    }
+    conn.prepare_cached("UPDATE count_mark SET turn_rowid = ?1")?
+        .execute([newest])?;
     Ok(())
+}
+
+/// Before a batch commits: counts the turns it opened, and adds the
+/// waiting turns to the full-text index when due. Returns whether some
+/// still wait for the index.
+pub fn before_commit(conn: &Connection) -> rusqlite::Result<bool> {
+    count_new_turns(conn)?;
+    index_search_when_due(conn)
 }
 
 /// The decision on a turn, if one was made.
@@ -617,12 +662,18 @@ pub fn index_search_when_due(conn: &Connection) -> rusqlite::Result<bool> {
     Ok(newest > mark)
 }
 
-/// After turns were deleted: the mark goes back to the newest turn left,
-/// if it was past it, so that a new turn given a deleted turn's rowid
-/// (SQLite reuses the largest) is still seen as waiting.
-pub fn search_mark_after_delete(conn: &Connection) -> rusqlite::Result<()> {
+/// After turns were deleted: the search index's and the counts' marks go
+/// back to the newest turn left, if they were past it, so that a new turn
+/// given a deleted turn's rowid (SQLite reuses the largest) is still seen
+/// as waiting for both.
+pub fn marks_after_delete(conn: &Connection) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE search_mark SET turn_rowid =
+             min(turn_rowid, (SELECT coalesce(max(rowid), 0) FROM turns))",
+    )?
+    .execute([])?;
+    conn.prepare_cached(
+        "UPDATE count_mark SET turn_rowid =
              min(turn_rowid, (SELECT coalesce(max(rowid), 0) FROM turns))",
     )?
     .execute([])?;
@@ -1004,10 +1055,11 @@ pub fn list_history(conn: &Connection, f: &HistoryFilter) -> Result<(Vec<History
 #[cfg(test)]
 mod tests {
     use super::Opening;
+    use super::count_new_turns;
     use super::{
         DecisionRecord, FEW_TASKS, QueueFilter, SEARCH_BACKLOG, fts_query, has_few_tasks,
-        index_search_backlog, index_search_when_due, insert_decision, plain_line, preview_line,
-        queue_counts, recent_tasks, search_backlog_waits, search_mark_after_delete, sync_turn,
+        index_search_backlog, index_search_when_due, insert_decision, marks_after_delete,
+        plain_line, preview_line, queue_counts, recent_tasks, search_backlog_waits, sync_turn,
         sync_turn_asking, sync_turn_with,
     };
     use crate::a2a::types::TaskState;
@@ -1131,7 +1183,7 @@ mod tests {
              DELETE FROM turns WHERE rowid >= (SELECT max(rowid) - 1 FROM turns);",
         )
         .unwrap();
-        search_mark_after_delete(&c).unwrap();
+        marks_after_delete(&c).unwrap();
         let reused = park(&c, n + 1);
         assert!(reused <= mark, "the new turn took a deleted turn's rowid");
         assert!(search_backlog_waits(&c).unwrap());
@@ -1199,7 +1251,8 @@ mod tests {
     }
 
     /// The counts of open turns follow every way a turn opens, closes or
-    /// goes, and a page's counts are read from them.
+    /// goes, and a page's counts are read from them. Turns opened are
+    /// counted where the writer would commit (`count_new_turns`).
     #[test]
     fn open_turns_are_counted_as_they_open_close_and_go() {
         let (_dir, c) = migrated();
@@ -1231,6 +1284,11 @@ mod tests {
             Some(Opening::served("which one".into())),
         )
         .unwrap();
+        assert!(
+            open_turn_counts(&c, true).is_empty(),
+            "counted at the commit"
+        );
+        count_new_turns(&c).unwrap();
         let expect = |v: &[(&str, i64, i64)]| {
             v.iter()
                 .map(|(a, s, n)| ((*a).to_owned(), *s, *n))
@@ -1285,6 +1343,7 @@ mod tests {
         // Closed turns going change nothing.
         c.execute("DELETE FROM turns WHERE task_id = 't0'", [])
             .unwrap();
+        count_new_turns(&c).unwrap();
         assert_eq!(open_turn_counts(&c, true), open_turn_counts(&c, false));
         assert_eq!(
             open_turn_counts(&c, true),
@@ -1340,6 +1399,66 @@ mod tests {
         let counts = queue_counts(&c, &filter(None, None)).unwrap();
         assert_eq!(counts.counts, [("a".to_owned(), 4)]);
         assert_eq!(open_turn_counts(&c, true), open_turn_counts(&c, false));
+    }
+
+    /// A turn opened and then closed, deleted or moved before the commit
+    /// counts as it is at the commit; one given the rowid of a deleted
+    /// turn is still counted; and a commit that missed counting leaves its
+    /// turns to the next.
+    #[test]
+    fn turns_are_counted_as_the_commit_finds_them() {
+        let (_dir, c) = migrated();
+        let counted = |c: &Connection| {
+            count_new_turns(c).unwrap();
+            let kept = open_turn_counts(c, true);
+            assert_eq!(kept, open_turn_counts(c, false));
+            kept
+        };
+        park(&c, 0);
+        park(&c, 1);
+        assert_eq!(counted(&c), [("a".to_owned(), 6, 2)]);
+        // Opened in the next transaction, and before its commit: t2
+        // answered, t3's task deleted, t4 moved to another agent and state.
+        for i in 2..5 {
+            park(&c, i);
+        }
+        sync_turn(
+            &c,
+            "t2",
+            "a",
+            TaskState::InputRequired,
+            TaskState::Working,
+            9,
+        )
+        .unwrap();
+        c.execute("DELETE FROM tasks WHERE id = 't3'", []).unwrap();
+        c.execute(
+            "UPDATE turns SET agent_id = 'z', state = 8 WHERE task_id = 't4'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(
+            counted(&c),
+            [("a".to_owned(), 6, 2), ("z".to_owned(), 8, 1)]
+        );
+        // The newest turn goes; the next turn takes its rowid.
+        let newest = park(&c, 5);
+        count_new_turns(&c).unwrap();
+        c.execute("DELETE FROM turns WHERE rowid = ?1", [newest])
+            .unwrap();
+        marks_after_delete(&c).unwrap();
+        assert_eq!(park(&c, 6), newest, "the rowid is reused");
+        assert_eq!(
+            counted(&c),
+            [("a".to_owned(), 6, 3), ("z".to_owned(), 8, 1)]
+        );
+        // Two transactions' turns, the first not counted at its commit.
+        park(&c, 7);
+        park(&c, 8);
+        assert_eq!(
+            counted(&c),
+            [("a".to_owned(), 6, 5), ("z".to_owned(), 8, 1)]
+        );
     }
 
     /// Recent tasks page in one order, newest first with ties in time

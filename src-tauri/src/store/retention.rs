@@ -220,7 +220,7 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
         )?
         .execute([id])?;
     }
-    super::queue::search_mark_after_delete(conn)?;
+    super::queue::marks_after_delete(conn)?;
     Ok(deleted)
 }
 

@@ -328,6 +328,32 @@ const MIGRATIONS: &[Step] = &[
     CREATE INDEX tasks_by_owner ON tasks(agent_id, owner, updated_ms, id);
     DROP INDEX tasks_by_context;
     CREATE INDEX tasks_by_context ON tasks(agent_id, owner, context_id, updated_ms, id);"),
+    // 22: the turns a transaction opens are counted once, just before the
+    // writer commits (`queue::count_new_turns`: the open turns past
+    // `count_mark`), not each by an upsert of the same row as it opens
+    // (3% of a parked task's cost). The triggers leave the turns past the
+    // mark alone: not counted yet, they are counted as they are then.
+    Sql("CREATE TABLE count_mark (
+        only       INTEGER PRIMARY KEY CHECK (only = 1),
+        turn_rowid INTEGER NOT NULL
+    );
+    INSERT INTO count_mark (only, turn_rowid) SELECT 1, coalesce(max(rowid), 0) FROM turns;
+    DROP TRIGGER turn_leaves;
+    DROP TRIGGER turn_joins;
+    DROP TRIGGER turn_goes;
+    CREATE TRIGGER turn_leaves AFTER UPDATE OF closed_ms, agent_id, state ON turns
+        WHEN OLD.closed_ms IS NULL AND OLD.rowid <= (SELECT turn_rowid FROM count_mark) BEGIN
+        UPDATE open_turns SET n = n - 1 WHERE agent_id = OLD.agent_id AND state = OLD.state;
+    END;
+    CREATE TRIGGER turn_joins AFTER UPDATE OF closed_ms, agent_id, state ON turns
+        WHEN NEW.closed_ms IS NULL AND NEW.rowid <= (SELECT turn_rowid FROM count_mark) BEGIN
+        INSERT INTO open_turns (agent_id, state, n) VALUES (NEW.agent_id, NEW.state, 1)
+            ON CONFLICT (agent_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER turn_goes AFTER DELETE ON turns
+        WHEN OLD.closed_ms IS NULL AND OLD.rowid <= (SELECT turn_rowid FROM count_mark) BEGIN
+        UPDATE open_turns SET n = n - 1 WHERE agent_id = OLD.agent_id AND state = OLD.state;
+    END;"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
