@@ -350,20 +350,8 @@ mod tests {
         let store = Store::open(&path, Durability::Normal).unwrap();
         // Another connection, writing while a read is under way.
         let other = Arc::new(std::sync::Mutex::new(Connection::open(&path).unwrap()));
-        let add = move |id: &str| {
-            other
-                .lock()
-                .unwrap()
-                .execute(
-                    "INSERT INTO chain_rules (id, source, body, created_ms, updated_ms)
-                     VALUES (?1, 'api', '{}', 0, 0)",
-                    [id],
-                )
-                .unwrap();
-        };
-        let count = |conn: &Connection| -> Result<i64> {
-            Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
-        };
+        let add = move |id: &str| rule(&other.lock().unwrap(), id).unwrap();
+        let count = rules;
         // Point reads and pooled reads alike: what a read saw first, it
         // sees to its end, though another write commits in between.
         let seen = store.read_point(|conn| {

@@ -96,18 +96,11 @@ impl Readers {
             reader.snapshot = Some(now);
         }
         let out = f(&reader.conn);
-        if out.is_err() {
-            // Whatever the failure left, the next read begins anew.
-            let _ = reader
-                .conn
-                .prepare_cached("ROLLBACK")
-                .and_then(|mut end| end.execute([]));
-            reader.snapshot = None;
-        }
         // A snapshot a commit made stale while `f` ran is ended now rather
-        // than kept: the writer ended the kept ones before that commit.
+        // than kept (the writer ended the kept ones before that commit), and
+        // so is one a failed read used: the next read begins anew.
         let current = reader.snapshot == Some(self.commits.load(Ordering::Acquire));
-        if !current && !reader.end() {
+        if (out.is_err() || !current) && !reader.end() {
             return out;
         }
         if let Ok(mut kept) = self.kept.lock()
