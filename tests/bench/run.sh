@@ -12,8 +12,17 @@
 #
 # Environment: DURATION (10), WARMUP (3), CONNS (32), QUEUE_TASKS (100000),
 # SERVER_CPU (0), LOAD_CPU (1), SYSTEMS ("countersign floor rust js py-mem py-sqlite"),
-# PUSHES (200, for push → parked latency). Needs cargo, node ≥ 20, npm, curl,
-# python3 (with venv), taskset; takes 5–10 minutes.
+# PUSHES (200, for push → parked latency), ROUNDS (5) and ROUND_SECONDS (5)
+# for the alternating rounds below. Needs cargo, node ≥ 20, npm, curl,
+# python3 (with venv), taskset; takes 10–15 minutes.
+#
+# The SDK targets are ratios, and this VM's speed drifts by a factor of two
+# over minutes, so one 10-second run per system can put one system on a
+# quick minute and the next on a slow one. After the runs above, every
+# system's SendMessage is run again in ROUNDS rounds, each system once per
+# round (in an order that turns by one each round), all servers started
+# together on the server's core and idle but for the one loaded; a ratio is
+# taken within each round, and its median and range are reported.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -25,6 +34,8 @@ SERVER_CPU="${SERVER_CPU:-0}"
 LOAD_CPU="${LOAD_CPU:-1}"
 SYSTEMS="${SYSTEMS:-countersign floor rust js py-mem py-sqlite}"
 PUSHES="${PUSHES:-200}"
+ROUNDS="${ROUNDS:-5}"
+ROUND_SECONDS="${ROUND_SECONDS:-5}"
 export CARGO_INCREMENTAL=0
 
 log() { echo "bench: $*" >&2; }
@@ -88,8 +99,10 @@ start() {
     server_pid="$(json_field "$out" pid)"
     pids+=("$server_pid")
     sleep 1
-    printf '%s\tstartup to first card\t%s ms\n' "$name" "$(json_field "$out" startup_ms)" >>"$extras"
-    printf '%s\tidle RSS after start\t%s MiB\n' "$name" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    if [ -z "${quiet_start:-}" ]; then
+        printf '%s\tstartup to first card\t%s ms\n' "$name" "$(json_field "$out" startup_ms)" >>"$extras"
+        printf '%s\tidle RSS after start\t%s MiB\n' "$name" "$(mib "$(kib VmRSS "$server_pid")")" >>"$extras"
+    fi
     log "$name up (pid $server_pid, $(json_field "$out" startup_ms) ms)"
 }
 
@@ -327,6 +340,68 @@ if [[ " $SYSTEMS " == *" py-sqlite "* ]]; then
     stop
 fi
 
+# ---- alternating rounds of SendMessage ---------------------------------------
+# Every system again, on fresh stores, started together: SendMessage only,
+# each system once per round, the order turned by one each round. Rates go
+# to $rounds (round, system, req/s, p99, errors).
+rounds="$work/rounds.tsv"
+: >"$rounds"
+round_names=()
+round_urls=()
+round_start() { # KEY URL CARD_URL CMD...
+    local key="$1" url="$2" card="$3"
+    shift 3
+    quiet_start=1 start "rounds-$key" "$card" "$@"
+    round_names+=("$key")
+    round_urls+=("$url")
+}
+if [ "$ROUNDS" -gt 0 ]; then
+    if [[ " $SYSTEMS " == *" countersign "* ]]; then
+        port="$(free_port)"
+        data="$work/rounds-countersign"
+        mkdir -p "$data"
+        printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\nbackend = "human"\n' >"$data/config.toml"
+        round_start countersign "http://127.0.0.1:$port/a2a/inbox" \
+            "http://127.0.0.1:$port/a2a/inbox/.well-known/agent-card.json" \
+            "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
+    fi
+    if [[ " $SYSTEMS " == *" floor "* ]]; then
+        port="$(free_port)"
+        round_start floor "http://127.0.0.1:$port/" "http://127.0.0.1:$port/.well-known/agent-card.json" \
+            "$FLOOR" "$port" "$work/rounds-floor.db"
+    fi
+    if [[ " $SYSTEMS " == *" rust "* ]]; then
+        port="$(free_port)"
+        round_start rust "http://127.0.0.1:$port/" "http://127.0.0.1:$port/.well-known/agent-card.json" \
+            "$RUST_ECHO" "$port"
+    fi
+    if [[ " $SYSTEMS " == *" js "* ]]; then
+        port="$(free_port)"
+        round_start js "http://127.0.0.1:$port/" "http://127.0.0.1:$port/.well-known/agent-card.json" \
+            node "$here/js/echo_agent.mjs" "$port"
+    fi
+    if [[ " $SYSTEMS " == *" py-sqlite "* ]]; then
+        port="$(free_port)"
+        round_start py-sqlite "http://127.0.0.1:$port/" "http://127.0.0.1:$port/.well-known/agent-card.json" \
+            "$venv/bin/python" "$here/python/echo_agent.py" "$port" --sqlite "$work/rounds-py-tasks.db"
+    fi
+    n="${#round_names[@]}"
+    for ((r = 0; r < ROUNDS; r++)); do
+        for ((i = 0; i < n; i++)); do
+            k=$(((i + r) % n))
+            out="$(taskset -c "$LOAD_CPU" "$LOADGEN" "${round_urls[$k]}" --conns "$CONNS" --warmup 1 \
+                --duration "$ROUND_SECONDS" --method POST --body "${send_body//bench-/round$r-}" \
+                --rpc-errors "${V1[@]}" 2>"$work/loadgen.err")" || {
+                log "round $((r + 1)) ${round_names[$k]}: load generator failed: $(cat "$work/loadgen.err")"
+                exit 1
+            }
+            printf '%s\t%s\t%s\t%s\t%s\n' "$((r + 1))" "${round_names[$k]}" "$(json_field "$out" rps)" \
+                "$(json_field "$out" p99_ms)" "$(json_field "$out" errors)" >>"$rounds"
+            log "round $((r + 1)) ${round_names[$k]}: $out"
+        done
+    done
+fi
+
 # ---- the table --------------------------------------------------------------
 echo
 echo "$CONNS connections, ${WARMUP} s warm-up, ${DURATION} s measured; server on CPU $SERVER_CPU, load on CPU $LOAD_CPU"
@@ -338,3 +413,47 @@ echo
 echo "| system | measure | value |"
 echo "|---|---|---|"
 awk -F'\t' '{printf "| %s | %s | %s |\n", $1, $2, $3}' "$extras"
+if [ -s "$rounds" ]; then
+    echo
+    python3 - "$rounds" "$ROUNDS" "$ROUND_SECONDS" <<'PY'
+import statistics, sys
+path, rounds, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rate, p99, errors = {}, {}, {}
+for line in open(path):
+    r, system, rps, q99, err = line.rstrip("\n").split("\t")
+    rate.setdefault(system, {})[int(r)] = float(rps)
+    p99.setdefault(system, []).append(float(q99))
+    errors[system] = errors.get(system, 0) + int(err)
+names = {
+    "countersign": "Countersign, SendMessage → human (parked, durable)",
+    "floor": "minimal durable server",
+    "rust": "Rust SDK (in-memory)",
+    "js": "JS SDK (in-memory)",
+    "py-sqlite": "Python SDK (SQLite)",
+}
+print(f"SendMessage in {rounds} alternating rounds of {secs} s, each system once a round:")
+print()
+print("| system | median req/s | lowest–highest | worst p99 ms | errors |")
+print("|---|---:|---:|---:|---:|")
+for system, by_round in rate.items():
+    v = list(by_round.values())
+    print(f"| {names.get(system, system)} | {statistics.median(v):.0f} | {min(v):.0f}–{max(v):.0f} "
+          f"| {max(p99[system]):.2f} | {errors[system]} |")
+print()
+print("| ratio, taken within each round | median | lowest–highest | target |")
+print("|---|---:|---:|---|")
+targets = [
+    ("countersign", "rust", 1, "Countersign / Rust SDK", "≥ 1×"),
+    ("countersign", "js", 1, "Countersign / JS SDK", "≥ 10×"),
+    ("countersign", "py-sqlite", 1, "Countersign / Python SDK on SQLite", "≥ 100×"),
+    ("floor", "rust", 1, "minimal durable server / Rust SDK", "(reference)"),
+    ("countersign", "floor", 1, "Countersign / minimal durable server", "(reference)"),
+]
+for a, b, _, label, target in targets:
+    if a not in rate or b not in rate:
+        continue
+    ratios = [rate[a][r] / rate[b][r] for r in rate[a] if r in rate[b] and rate[b][r] > 0]
+    if ratios:
+        print(f"| {label} | {statistics.median(ratios):.2f}× | {min(ratios):.2f}×–{max(ratios):.2f}× | {target} |")
+PY
+fi
