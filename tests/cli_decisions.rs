@@ -329,6 +329,50 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
         .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["message"], "unknown state `done`");
+    // Recent tasks, any state, by the words of their request (or id),
+    // without case, newest change first.
+    let out = cs_ok(dir, &["tasks", "--search", "INVOICE"]).await;
+    assert_eq!(listed(&out), [restart.as_str(), invoice.as_str()], "{out}");
+    let out = cs_ok(dir, &["tasks", "--search", "acme invoice"]).await;
+    assert_eq!(listed(&out), [invoice.as_str()], "{out}");
+    let out = cs_ok(dir, &["tasks", "--search", "invoice", "--agent", "ops"]).await;
+    assert_eq!(listed(&out), [restart.as_str()], "{out}");
+    let out = cs_ok(dir, &["tasks", "--search", &deploy[deploy.len() - 12..]]).await;
+    assert_eq!(listed(&out), [deploy.as_str()], "by its id: {out}");
+    let out = cs_ok(
+        dir,
+        &["tasks", "--search", "invoice", "--state", "rejected"],
+    )
+    .await;
+    assert_eq!(out, "no task matches\n");
+    let (status, page) = api
+        .call(reqwest::Method::GET, "/tasks?q=invoice&limit=1", None)
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"][0]["id"], restart.as_str(), "{page}");
+    assert_eq!(
+        page["searched"], 1,
+        "the page stopped at its first match: {page}"
+    );
+    let cursor = page["nextCursor"].as_str().expect("a cursor to read on");
+    let (_, next) = api
+        .call(
+            reqwest::Method::GET,
+            &format!("/tasks?q=invoice&limit=1&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(next["items"][0]["id"], invoice.as_str(), "{next}");
+    assert_eq!(next["searched"], 2, "deploy, then invoice: {next}");
+    let many = vec!["w"; 33].join("+");
+    let (status, body) = api
+        .call(reqwest::Method::GET, &format!("/tasks?q={many}"), None)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "a search of tasks takes at most 32 words and 1,000 characters"
+    );
     let out = cs_ok(dir, &["history", "--search", "friday"]).await;
     assert_eq!(listed(&out), [deploy.as_str()], "{out}");
     let out = cs_ok(dir, &["history", "--search", "nothing-like-it"]).await;
@@ -341,7 +385,6 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
     for args in [
         &["tasks", "--state", "done"][..],
         &["tasks", "--parked", "--state", "completed"],
-        &["tasks", "--search", "invoice"],
         &["tasks", "--limit", "0"],
         &["tasks", "--limit", "501"],
         &["history", "--limit", "many"],

@@ -261,9 +261,11 @@ struct TasksArgs {
     /// auth-required).
     #[arg(long, value_name = "STATE")]
     state: Option<cli::StateArg>,
-    /// Only the parked tasks whose request or answers hold every word (the
-    /// last may be the start of one).
-    #[arg(long, value_name = "WORDS", requires = "parked")]
+    /// Only the tasks whose request holds every word, without case: its
+    /// first line, or the task's id (with --parked: the request or its
+    /// answers, and the last word may be the start of one). A search of
+    /// recent tasks reads at most 5,000 of them a page.
+    #[arg(long, value_name = "WORDS")]
     search: Option<String>,
     /// How many to list (at most 500; default 50).
     #[arg(long, value_name = "N", value_parser = page_limit)]

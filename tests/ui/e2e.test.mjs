@@ -648,7 +648,7 @@ describe('the approval UI', () => {
     await until(async () => /archived by hand\tInbox\b/.test(await page.getByTestId('history-row').first().innerText()), 'the new decision, live');
   });
 
-  test('tasks: every task, newest change first, live; parked ones marked; narrowed by agent; opened by keyboard', async () => {
+  test('tasks: every task, newest change first, live; parked ones marked; narrowed by agent, state and words; opened by keyboard', async () => {
     const page = await fresh();
     await page.keyboard.press('g');
     await page.keyboard.press('t');
@@ -686,6 +686,25 @@ describe('the approval UI', () => {
     await page.keyboard.press('Enter');
     await until(async () => page.url().endsWith(`#/task/${encodeURIComponent(task.id)}`), 'the task to open');
     await page.getByText('Rotate the staging keys?').first().waitFor();
+    // Back on the list, words narrow it too: each in a task's request
+    // (its first line, without case) or in its id.
+    await page.keyboard.press('g');
+    await page.keyboard.press('t');
+    await page.locator('#t-state').selectOption('');
+    await page.locator('#t-agent').selectOption('');
+    await page.locator('#t-agent').blur();
+    await page.keyboard.press('/');
+    await page.keyboard.type('STAGING rotate');
+    await until(async () => (await page.getByText('Renew the certificate?').count()) === 0, 'the tasks without both words gone');
+    await rowOf().waitFor();
+    const requests = await page.getByTestId('task-row').locator('td:nth-child(4)').allInnerTexts();
+    assert.ok(requests.length > 0 && requests.every((r) => /staging/i.test(r) && /rotate/i.test(r)), requests.join(' | '));
+    await page.locator('#t-search').fill(task.id.slice(-12));
+    await until(async () => (await page.getByTestId('task-row').count()) === 1 && (await rowOf().count()) === 1, 'the task by its id');
+    await page.locator('#t-search').fill('no-task-holds-this');
+    await page.getByText('No tasks match these filters.').waitFor();
+    await page.locator('#t-search').fill('');
+    await page.getByText('Renew the certificate?').first().waitFor();
   });
 
   test('agents & peers: endpoints with copy buttons, a peer previewed then added with its card, a subscription URL and token', async () => {

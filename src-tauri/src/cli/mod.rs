@@ -193,7 +193,7 @@ impl Filter {
     }
 }
 
-/// `countersign tasks [--agent A] [--state S] [--parked [--search W]] [--limit N]`:
+/// `countersign tasks [--agent A] [--state S] [--parked] [--search W] [--limit N]`:
 /// recent tasks, or those waiting for a decision.
 pub async fn tasks(
     data_dir: &Path,

@@ -97,11 +97,16 @@ pub struct QueuePage {
     pub next_cursor: Option<String>,
 }
 
+/// The most words a search of recent tasks takes.
+pub const MAX_SEARCH_WORDS: usize = 32;
+
 /// What `GET /api/tasks` lists: recent tasks, narrowed.
 #[derive(Debug, Clone, Default)]
 pub struct TasksQuery {
     pub agent_id: Option<String>,
     pub state: Option<TaskState>,
+    /// Only the tasks whose request's first line or id holds every word.
+    pub text: Option<String>,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
 }
@@ -224,6 +229,11 @@ pub struct TaskPage {
     pub items: Vec<crate::store::queue::TaskSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// With a search: how many tasks this page read to find its items (at
+    /// most [`q::SEARCH_READS`]; a page that read that many may hold fewer
+    /// items than asked for, and its cursor reads on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub searched: Option<usize>,
 }
 
 /// Why a queue or history request was refused.
@@ -258,8 +268,8 @@ fn decode_cursor(c: &str) -> Result<(i64, String), QueryError> {
 
 /// A cursor of recent tasks: `(time, state, rowid)`, the state and rowid
 /// written `state.rowid`.
-fn encode_recent(t: &q::TaskSummary, rowid: i64) -> String {
-    encode_cursor(t.updated_ms, &format!("{}.{rowid}", t.state.number()))
+fn encode_recent((ms, state, rowid): q::RecentPosition) -> String {
+    encode_cursor(ms, &format!("{state}.{rowid}"))
 }
 
 fn decode_recent(c: &str) -> Result<q::RecentPosition, QueryError> {
@@ -395,11 +405,12 @@ impl Engine {
     }
 
     /// Recent tasks of every agent and caller (or of one agent, in one
-    /// state), newest first.
+    /// state, holding some words), newest first.
     pub async fn recent_tasks(&self, query: TasksQuery) -> Result<TaskPage, QueryError> {
         let TasksQuery {
             agent_id,
             state,
+            text,
             limit,
             cursor,
         } = query;
@@ -410,19 +421,55 @@ impl Engine {
             .filter(|c| !c.is_empty())
             .map(decode_recent)
             .transpose()?;
+        let words: Vec<String> = text
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
+        // Each task read is compared with every word.
+        if words.len() > MAX_SEARCH_WORDS || text.as_ref().is_some_and(|t| t.len() > 1_000) {
+            return Err(QueryError::Invalid(format!(
+                "a search of tasks takes at most {MAX_SEARCH_WORDS} words and 1,000 characters"
+            )));
+        }
+        if !words.is_empty() {
+            let found = self
+                .inner
+                .store
+                .read(move |conn| {
+                    q::search_recent_tasks(
+                        conn,
+                        limit,
+                        before,
+                        agent_id.as_deref(),
+                        state,
+                        &words,
+                        q::SEARCH_READS,
+                    )
+                })
+                .await?;
+            return Ok(TaskPage {
+                next_cursor: found.resume.map(encode_recent),
+                searched: Some(found.read),
+                items: found.tasks.into_iter().map(|(t, _)| t).collect(),
+            });
+        }
         let (rows, more) = self
             .inner
             .store
             .read(move |conn| q::recent_tasks(conn, limit, before, agent_id.as_deref(), state))
             .await?;
         let next_cursor = if more {
-            rows.last().map(|(t, rowid)| encode_recent(t, *rowid))
+            rows.last()
+                .map(|(t, rowid)| encode_recent(q::recent_position(t, *rowid)))
         } else {
             None
         };
         Ok(TaskPage {
             items: rows.into_iter().map(|(t, _)| t).collect(),
             next_cursor,
+            searched: None,
         })
     }
 

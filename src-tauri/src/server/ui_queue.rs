@@ -117,8 +117,8 @@ fn state_param(p: &HashMap<String, String>) -> Result<Option<TaskState>, Box<Res
     }
 }
 
-/// `GET /api/tasks?agent=&state=&limit=&cursor=`: recent tasks of every
-/// agent, or of one, in one state.
+/// `GET /api/tasks?agent=&state=&q=&limit=&cursor=`: recent tasks of every
+/// agent, or of one, in one state, holding the words of `q`.
 async fn tasks(State(state): State<Shared>, Query(p): Params) -> Response {
     let limit = match limit_param(&p) {
         Ok(l) => l,
@@ -131,6 +131,7 @@ async fn tasks(State(state): State<Shared>, Query(p): Params) -> Response {
     let query = TasksQuery {
         agent_id: param(&p, "agent"),
         state: task_state,
+        text: param(&p, "q"),
         limit,
         cursor: param(&p, "cursor"),
     };

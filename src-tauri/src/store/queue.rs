@@ -918,6 +918,23 @@ pub fn recent_tasks(
     agent: Option<&str>,
     state: Option<TaskState>,
 ) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
+    let mut out = recent_rows(conn, limit + 1, before, agent, state)?;
+    let more = out.len() > limit;
+    out.truncate(limit);
+    for (t, _) in &mut out {
+        t.preview = request_preview(conn, &t.id)?;
+    }
+    Ok((out, more))
+}
+
+/// Up to `limit` recent tasks after `before`, without their previews.
+fn recent_rows(
+    conn: &Connection,
+    limit: usize,
+    before: Option<RecentPosition>,
+    agent: Option<&str>,
+    state: Option<TaskState>,
+) -> Result<Vec<(TaskSummary, i64)>> {
     let (ms, at_state, pos) = before.unwrap_or((i64::MAX, i64::MAX, i64::MAX));
     let sql = match agent {
         Some(agent) if has_few_tasks(conn, agent)? => RECENT_TASKS_OF_FEW,
@@ -926,7 +943,7 @@ pub fn recent_tasks(
     let mut stmt = conn.prepare_cached(sql)?;
     let state = state.map(TaskState::number);
     let rows = stmt.query_map(
-        params![ms, pos, (limit + 1) as i64, agent, state, at_state],
+        params![ms, pos, limit as i64, agent, state, at_state],
         |r| {
             Ok((
                 r.get::<_, String>(0)?,
@@ -955,12 +972,79 @@ pub fn recent_tasks(
             rowid,
         ));
     }
-    let more = out.len() > limit;
-    out.truncate(limit);
-    for (t, _) in &mut out {
-        t.preview = request_preview(conn, &t.id)?;
+    Ok(out)
+}
+
+/// Where `t` (with its rowid) stands among recent tasks.
+pub fn recent_position(t: &TaskSummary, rowid: i64) -> RecentPosition {
+    (t.updated_ms, t.state.number(), rowid)
+}
+
+/// How many tasks one page of a search of recent tasks reads at most: a
+/// page that reads this many answers with what it found, and a cursor to
+/// read on from.
+pub const SEARCH_READS: usize = 5_000;
+
+/// What a page of a search of recent tasks found.
+#[derive(Debug)]
+pub struct RecentMatches {
+    /// The tasks that hold every word, newest first, with their rowids.
+    pub tasks: Vec<(TaskSummary, i64)>,
+    /// How many tasks the page read.
+    pub read: usize,
+    /// Where the next page reads on from; `None` once every task was read.
+    pub resume: Option<RecentPosition>,
+}
+
+/// Recent tasks (of `agent`, in `state`) after `before` whose request's
+/// first line or id holds every one of `words` (lowercase; compared
+/// without case), newest first, up to `limit` of them. Tasks hold no
+/// search index of their own (every new task would pay for its entry), so
+/// this walks them in the order of the list, reading each one's request,
+/// and stops after `reads` tasks with what it found by then.
+pub fn search_recent_tasks(
+    conn: &Connection,
+    limit: usize,
+    before: Option<RecentPosition>,
+    agent: Option<&str>,
+    state: Option<TaskState>,
+    words: &[String],
+    reads: usize,
+) -> Result<RecentMatches> {
+    const CHUNK: usize = 256;
+    let mut found = RecentMatches {
+        tasks: Vec::new(),
+        read: 0,
+        resume: before,
+    };
+    loop {
+        let rows = recent_rows(conn, CHUNK, found.resume, agent, state)?;
+        let last_chunk = rows.len() < CHUNK;
+        for (mut t, rowid) in rows {
+            found.resume = Some(recent_position(&t, rowid));
+            found.read += 1;
+            t.preview = request_preview(conn, &t.id)?;
+            if holds_every_word(&t, words) {
+                found.tasks.push((t, rowid));
+            }
+            if found.tasks.len() == limit || found.read >= reads {
+                return Ok(found);
+            }
+        }
+        if last_chunk {
+            found.resume = None;
+            return Ok(found);
+        }
     }
-    Ok((out, more))
+}
+
+/// Whether the task's request line or id holds every word, without case.
+fn holds_every_word(t: &TaskSummary, words: &[String]) -> bool {
+    let preview = t.preview.to_lowercase();
+    let id = t.id.to_lowercase();
+    words
+        .iter()
+        .all(|w| preview.contains(w.as_str()) || id.contains(w.as_str()))
 }
 
 /// Whether `agent` has at most [`FEW_TASKS`] tasks (read from its index
@@ -1059,8 +1143,8 @@ mod tests {
     use super::{
         DecisionRecord, FEW_TASKS, QueueFilter, SEARCH_BACKLOG, fts_query, has_few_tasks,
         index_search_backlog, index_search_when_due, insert_decision, marks_after_delete,
-        plain_line, preview_line, queue_counts, recent_tasks, search_backlog_waits, sync_turn,
-        sync_turn_asking, sync_turn_with,
+        plain_line, preview_line, queue_counts, recent_tasks, search_backlog_waits,
+        search_recent_tasks, sync_turn, sync_turn_asking, sync_turn_with,
     };
     use crate::a2a::types::TaskState;
     use crate::store::schema::{migrated, open_turn_counts};
@@ -1533,6 +1617,132 @@ mod tests {
                 }
                 assert_eq!(listed, expected, "{agent:?} {state:?}");
             }
+        }
+    }
+
+    /// A search of recent tasks lists, page after page, exactly the tasks
+    /// whose request's first line or id holds every word (without case),
+    /// in the order of the list, whether each page stops at its limit or
+    /// at its reads; with agent and state filters too.
+    #[test]
+    fn a_search_of_recent_tasks_pages_through_every_match_in_order() {
+        use crate::a2a::types::{Message, Part, Role, TaskStatus};
+        use crate::store::tasks::{NewTask, append_message, insert_task};
+        let (_dir, conn) = migrated();
+        // (id, agent, state, request), newest last: more than a few of
+        // the search's chunks of rows.
+        let mut tasks = Vec::new();
+        for i in 0..1_300_i64 {
+            let agent = if i % 2 == 0 { "ops" } else { "inbox" };
+            let state = if i % 5 == 0 {
+                TaskState::Completed
+            } else {
+                TaskState::InputRequired
+            };
+            let request = match i % 3 {
+                0 => format!("Rotate the API key of service {i}"),
+                1 => format!("Deploy build {i} to staging"),
+                _ => format!("# Rotate\n\nsecond line {i}"),
+            };
+            let id = if i == 777 {
+                "task-Special".to_owned()
+            } else {
+                format!("t{i}")
+            };
+            insert_task(
+                &conn,
+                &NewTask {
+                    id: id.clone(),
+                    agent_id: agent.into(),
+                    owner: "o".into(),
+                    context_id: format!("c{i}"),
+                    status: TaskStatus {
+                        state,
+                        message: None,
+                        timestamp: None,
+                    },
+                    metadata: None,
+                    now_ms: 1_000 + i,
+                    dialect: "v1",
+                },
+            )
+            .unwrap();
+            let mut m = Message::agent(vec![Part::text(request.clone())]);
+            m.role = Role::User;
+            append_message(&conn, &id, &m).unwrap();
+            tasks.push((id, agent, state, request));
+        }
+        // Every page of a search, read on from each one's resume point.
+        let search = |agent: Option<&str>, state, words: &[&str], limit, reads| {
+            let words: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+            let (mut listed, mut pages, mut before) = (Vec::new(), 0, None);
+            loop {
+                let found =
+                    search_recent_tasks(&conn, limit, before, agent, state, &words, reads).unwrap();
+                assert!(found.tasks.len() <= limit && found.read <= reads);
+                assert!(
+                    found.tasks.len() == limit || found.read == reads || found.resume.is_none(),
+                    "a page stops at its limit, its reads, or the last task"
+                );
+                pages += 1;
+                listed.extend(found.tasks.into_iter().map(|(t, _)| t.id));
+                match found.resume {
+                    Some(p) => before = Some(p),
+                    None => return (listed, pages),
+                }
+            }
+        };
+        // Each word in the request's first line or in the id.
+        let expected = |agent: Option<&str>, state: Option<TaskState>, words: &[&str]| {
+            tasks
+                .iter()
+                .rev()
+                .filter(|t| agent.is_none_or(|a| t.1 == a) && state.is_none_or(|s| t.2 == s))
+                .filter(|t| {
+                    let first = t.3.lines().next().unwrap_or_default().to_lowercase();
+                    words
+                        .iter()
+                        .all(|w| first.contains(w) || t.0.to_lowercase().contains(w))
+                })
+                .map(|t| t.0.clone())
+                .collect::<Vec<_>>()
+        };
+        // The first line only: "second line" is not in a request's preview.
+        let rotate = expected(None, None, &["rotate"]);
+        assert_eq!(rotate.len(), 867);
+        let (listed, pages) = search(None, None, &["ROTATE"], 50, 100_000);
+        assert_eq!(listed, rotate);
+        assert_eq!(pages, 18, "17 full pages of 50, then the rest");
+        // The same found when each page reads at most 100 tasks.
+        let (listed, pages) = search(None, None, &["rotate"], 50, 100);
+        assert_eq!(listed, rotate);
+        assert!(pages >= 13, "{pages}");
+        assert!(
+            search(None, None, &["second", "line"], 50, 100_000)
+                .0
+                .is_empty()
+        );
+        // Every word, in the request or the id.
+        let both = expected(None, None, &["deploy", "12"]);
+        assert!(!both.is_empty());
+        assert_eq!(search(None, None, &["deploy", "12"], 7, 300).0, both);
+        assert_eq!(
+            search(None, None, &["special"], 50, 100_000).0,
+            ["task-Special"]
+        );
+        // With an agent and a state.
+        for (agent, state) in [
+            (Some("ops"), None),
+            (None, Some(TaskState::Completed)),
+            (Some("inbox"), Some(TaskState::InputRequired)),
+            (Some("nobody"), None),
+        ] {
+            let want = expected(agent, state, &["rotate"]);
+            assert_eq!(
+                search(agent, state, &["rotate"], 20, 250).0,
+                want,
+                "{agent:?} {state:?}"
+            );
         }
     }
 

@@ -474,6 +474,9 @@ export interface TaskSummary {
 export interface TaskPage {
   items: TaskSummary[];
   nextCursor?: string;
+  /** With `q`: how many tasks the page read (at most 5,000; a page that read
+   *  that many may hold fewer items, and its cursor searches older ones). */
+  searched?: number;
 }
 
 export interface Agent {
@@ -674,8 +677,9 @@ export class Api {
     return r.blob ?? new Blob([JSON.stringify(r.body)], { type: 'application/json' });
   }
 
-  /** Recent tasks of every agent (or of one, in one state), newest change first. */
-  tasks(q: { agent?: string; state?: string; limit?: number; cursor?: string } = {}): Promise<TaskPage> {
+  /** Recent tasks of every agent (or of one, in one state, holding the words
+   *  of `q`), newest change first. */
+  tasks(q: { agent?: string; state?: string; q?: string; limit?: number; cursor?: string } = {}): Promise<TaskPage> {
     return this.call('GET', '/api/tasks' + qs(q));
   }
 

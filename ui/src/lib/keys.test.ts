@@ -23,7 +23,7 @@ describe('keys', () => {
     const where = (keys: string) => KEYS.find((k) => k.keys === keys)?.where;
     for (const k of ['a', 'r', 'x']) expect(where(k)).toBe('queue, task');
     expect(where('n')).toBe('chains');
-    expect(where('/')).toBe('queue, history');
+    expect(where('/')).toBe('queue, tasks, history');
   });
 });
 

@@ -25,6 +25,30 @@ describe('recent tasks store', () => {
     ]);
   });
 
+  it('searches by words, and reads on from a page that found nothing', async () => {
+    const m = new MockTransport().on('GET', /^\/api\/tasks\?/, (_b, path) =>
+      json(
+        200,
+        path.includes('cursor')
+          ? { items: [row('t9')], searched: 3 }
+          : { items: [], nextCursor: 'c5000', searched: 5000 },
+      ),
+    );
+    const t = createTasks(new Api(m));
+    await t.setFilter({ q: 'rotate keys' });
+    expect(get(t).items).toEqual([]);
+    expect(get(t).nextCursor).toBe('c5000');
+    await t.loadMore();
+    expect(get(t).items.map((x) => x.id)).toEqual(['t9']);
+    expect(get(t).nextCursor).toBeNull();
+    await t.setFilter({ q: '' });
+    expect(m.paths()).toEqual([
+      '/api/tasks?q=rotate+keys&limit=200',
+      '/api/tasks?q=rotate+keys&limit=200&cursor=c5000',
+      '/api/tasks?limit=200',
+    ]);
+  });
+
   it('a task that changed moves to the top once, and the cursor stays on its row', async () => {
     // 300 tasks (t299 … t0, newest change first) in pages of 200.
     let order = Array.from({ length: 300 }, (_, i) => `t${299 - i}`);

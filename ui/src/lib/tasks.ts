@@ -7,6 +7,8 @@ export interface TasksFilter {
   agent: string;
   /** A short state name (`failed`), or '' for every state. */
   state: string;
+  /** Words every listed task's request (or id) holds, or '' for any. */
+  q: string;
 }
 
 /** The states the list can be narrowed to, in the order a person thinks of them. */
@@ -26,8 +28,9 @@ export type TasksStore = PagesStore<TaskSummary, TasksFilter>;
 
 export function createTasks(api: Api): TasksStore {
   return createPages<TaskSummary, TasksFilter>(
-    { agent: '', state: '' },
-    (f, cursor) => api.tasks({ agent: f.agent || undefined, state: f.state || undefined, limit: 200, cursor }),
+    { agent: '', state: '', q: '' },
+    (f, cursor) =>
+      api.tasks({ agent: f.agent || undefined, state: f.state || undefined, q: f.q || undefined, limit: 200, cursor }),
     (t) => t.id,
   );
 }
