@@ -224,6 +224,30 @@ fn main() {
             p99.as_secs_f64() * 1e3
         );
     }
+    // A search of recent tasks (`GET /api/tasks?q=`): tasks hold no
+    // search index, so a page reads requests in order until it has 50
+    // matches or has read SEARCH_READS tasks. A word every eighth task
+    // holds; two words few tasks hold (customer 976's, and any whose item
+    // number holds 976); a word none holds.
+    for (name, words) in [
+        ("recent tasks, search: common (50)", "refund"),
+        ("recent tasks, search: rare", "customer 976"),
+        ("recent tasks, search: no match", "nothing-holds-this"),
+    ] {
+        let (p50, p99) = time(20, || {
+            let query = TasksQuery {
+                text: Some(words.to_owned()),
+                ..Default::default()
+            };
+            rt.block_on(engine.recent_tasks(query))
+                .expect("recent tasks");
+        });
+        println!(
+            "{name:<36} {:>10.2} {:>10.2}",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
     let mut i = 0;
     let (p50, p99) = time(200, || {
         let input: DecisionInput =
