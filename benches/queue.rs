@@ -181,6 +181,17 @@ fn main() {
             p99.as_secs_f64() * 1e3
         );
     }
+    let recent = |name: &str, query: TasksQuery, runs: usize| {
+        let (p50, p99) = time(runs, || {
+            rt.block_on(engine.recent_tasks(query.clone()))
+                .expect("recent tasks");
+        });
+        println!(
+            "{name:<36} {:>10.2} {:>10.2}",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    };
     // Recent tasks (`countersign tasks`): every agent's, one agent's (a
     // third of them), an agent's with few (500, 1,112) and with none; one
     // state's (every task's, and one no task is in), alone and with an
@@ -209,20 +220,12 @@ fn main() {
             Some(TaskState::Failed),
         ),
     ] {
-        let (p50, p99) = time(50, || {
-            let query = TasksQuery {
-                agent_id: agent.map(str::to_owned),
-                state,
-                ..Default::default()
-            };
-            rt.block_on(engine.recent_tasks(query))
-                .expect("recent tasks");
-        });
-        println!(
-            "{name:<36} {:>10.2} {:>10.2}",
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3
-        );
+        let query = TasksQuery {
+            agent_id: agent.map(str::to_owned),
+            state,
+            ..Default::default()
+        };
+        recent(name, query, 50);
     }
     // A search of recent tasks (`GET /api/tasks?q=`): tasks hold no
     // search index, so a page reads requests in order until it has 50
@@ -234,19 +237,11 @@ fn main() {
         ("recent tasks, search: rare", "customer 976"),
         ("recent tasks, search: no match", "nothing-holds-this"),
     ] {
-        let (p50, p99) = time(20, || {
-            let query = TasksQuery {
-                text: Some(words.to_owned()),
-                ..Default::default()
-            };
-            rt.block_on(engine.recent_tasks(query))
-                .expect("recent tasks");
-        });
-        println!(
-            "{name:<36} {:>10.2} {:>10.2}",
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3
-        );
+        let query = TasksQuery {
+            text: Some(words.to_owned()),
+            ..Default::default()
+        };
+        recent(name, query, 20);
     }
     let mut i = 0;
     let (p50, p99) = time(200, || {
