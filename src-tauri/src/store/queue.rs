@@ -918,7 +918,8 @@ pub fn recent_tasks(
     agent: Option<&str>,
     state: Option<TaskState>,
 ) -> Result<(Vec<(TaskSummary, i64)>, bool)> {
-    let mut out = recent_rows(conn, limit + 1, before, agent, state)?;
+    let sql = recent_sql(conn, agent)?;
+    let mut out = recent_rows(conn, sql, limit + 1, before, agent, state)?;
     let more = out.len() > limit;
     out.truncate(limit);
     for (t, _) in &mut out {
@@ -927,19 +928,26 @@ pub fn recent_tasks(
     Ok((out, more))
 }
 
-/// Up to `limit` recent tasks after `before`, without their previews.
+/// Which statement lists `agent`'s recent tasks (every agent's for none):
+/// [`RECENT_TASKS_OF_FEW`] for an agent with few, else [`RECENT_TASKS`].
+fn recent_sql(conn: &Connection, agent: Option<&str>) -> Result<&'static str> {
+    Ok(match agent {
+        Some(agent) if has_few_tasks(conn, agent)? => RECENT_TASKS_OF_FEW,
+        _ => RECENT_TASKS,
+    })
+}
+
+/// Up to `limit` recent tasks after `before`, read with `sql` (from
+/// [`recent_sql`]), without their previews.
 fn recent_rows(
     conn: &Connection,
+    sql: &str,
     limit: usize,
     before: Option<RecentPosition>,
     agent: Option<&str>,
     state: Option<TaskState>,
 ) -> Result<Vec<(TaskSummary, i64)>> {
     let (ms, at_state, pos) = before.unwrap_or((i64::MAX, i64::MAX, i64::MAX));
-    let sql = match agent {
-        Some(agent) if has_few_tasks(conn, agent)? => RECENT_TASKS_OF_FEW,
-        _ => RECENT_TASKS,
-    };
     let mut stmt = conn.prepare_cached(sql)?;
     let state = state.map(TaskState::number);
     let rows = stmt.query_map(
@@ -1012,13 +1020,15 @@ pub fn search_recent_tasks(
     reads: usize,
 ) -> Result<RecentMatches> {
     const CHUNK: usize = 256;
+    // Counted once for the whole walk, not once per chunk.
+    let sql = recent_sql(conn, agent)?;
     let mut found = RecentMatches {
         tasks: Vec::new(),
         read: 0,
         resume: before,
     };
     loop {
-        let rows = recent_rows(conn, CHUNK, found.resume, agent, state)?;
+        let rows = recent_rows(conn, sql, CHUNK, found.resume, agent, state)?;
         let last_chunk = rows.len() < CHUNK;
         for (mut t, rowid) in rows {
             found.resume = Some(recent_position(&t, rowid));
