@@ -136,6 +136,19 @@ load() {
     log "$system $scenario: $out"
 }
 
+# stalls WHEN: how much the host holds up a thread that only computes on the
+# server's core (no server running), so a reader can tell a slow machine's
+# p99 from the server's own.
+stalls() {
+    local out
+    out="$(taskset -c "$SERVER_CPU" "$LOADGEN" stalls 5)"
+    log "stalls $1: $out"
+    printf 'machine\t1 ms slices of arithmetic on CPU %s, 5 s, %s\tp50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms; %s of %s over twice the median\n' \
+        "$SERVER_CPU" "$1" "$(json_field "$out" p50_ms)" "$(json_field "$out" p99_ms)" "$(json_field "$out" p999_ms)" \
+        "$(json_field "$out" max_ms)" "$(json_field "$out" over_2x)" "$(json_field "$out" slices)" >>"$extras"
+}
+stalls "before the runs"
+
 send_body='{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{"message":{"messageId":"bench-{n}","role":"ROLE_USER","parts":[{"text":"hello {n}"}]}}}'
 V1=(--header "A2A-Version: 1.0")
 
@@ -339,6 +352,8 @@ if [[ " $SYSTEMS " == *" py-sqlite "* ]]; then
     peer_scenarios "Python SDK a2a-sdk (SQLite DatabaseTaskStore)" "http://127.0.0.1:$port"
     stop
 fi
+
+stalls "after the single runs"
 
 # ---- alternating rounds of SendMessage ---------------------------------------
 # Every system again, on fresh stores, started together: SendMessage only,

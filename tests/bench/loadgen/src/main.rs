@@ -10,7 +10,7 @@
 //! error, for JSON-RPC), `--conns N`, `--duration S`, `--warmup S`, `--limit N`
 //! (stop after N requests, all counted: to fill a store).
 //!
-//! Other jobs: `stub-peer`, `push-latency`, `push-notify`, `startup` (see
+//! Other jobs: `stub-peer`, `push-latency`, `push-notify`, `startup`, `stalls` (see
 //! `tools.rs`).
 use std::cell::Cell;
 use std::rc::Rc;
@@ -279,6 +279,13 @@ fn main() {
         Some("startup") => Some(match &args[2..] {
             [url, dash, cmd @ ..] if dash == "--" => tools::startup(url, cmd),
             _ => Err("usage: loadgen startup URL -- CMD ARGS...".to_owned()),
+        }),
+        Some("stalls") => Some(match &args[2..] {
+            [secs] => secs
+                .parse()
+                .map_err(|e| format!("SECONDS: {e}"))
+                .and_then(tools::stalls),
+            _ => Err("usage: loadgen stalls SECONDS".to_owned()),
         }),
         _ => None,
     };

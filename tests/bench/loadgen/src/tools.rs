@@ -1,6 +1,6 @@
 //! The other jobs of the harness: a stub A2A peer, the push → parked latency
-//! probe, the push → OS notification probe (the desktop app), and the startup
-//! timer.
+//! probe, the push → OS notification probe (the desktop app), the startup
+//! timer and the machine's stall probe.
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
@@ -251,6 +251,55 @@ pub fn startup(url: &str, cmd: &[String]) -> Res<()> {
         );
         Ok(())
     })
+}
+
+/// `stalls SECONDS`: how much the machine holds up a thread that only
+/// computes. Runs slices of about a millisecond of arithmetic, back to back,
+/// for SECONDS, and prints how long they took:
+/// `{"slices":…,"p50_ms":…,"p99_ms":…,"p999_ms":…,"max_ms":…,"over_2x":…}`
+/// (`over_2x`: slices that took more than twice the median). On an idle,
+/// dedicated core every slice takes the same time; on a shared VM the host
+/// preempts it, and every server's p99 on that core carries those stalls.
+pub fn stalls(seconds: u64) -> Res<()> {
+    let slice = |n: u64, x: &mut u64| {
+        for i in 0..n {
+            *x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i);
+            std::hint::black_box(*x);
+        }
+    };
+    let mut x = 1;
+    let mut n = 1_000u64;
+    loop {
+        let t = Instant::now();
+        slice(n, &mut x);
+        if t.elapsed() >= Duration::from_micros(1_000) || n > 1 << 40 {
+            break;
+        }
+        n *= 2;
+    }
+    let mut took = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(seconds) {
+        let t = Instant::now();
+        slice(n, &mut x);
+        took.push(t.elapsed());
+    }
+    took.sort_unstable();
+    let ms = |p: f64| {
+        let i = ((took.len() as f64 * p).ceil() as usize).clamp(1, took.len()) - 1;
+        took[i].as_secs_f64() * 1000.0
+    };
+    let median = took[(took.len() - 1) / 2];
+    println!(
+        "{{\"slices\":{},\"p50_ms\":{:.2},\"p99_ms\":{:.2},\"p999_ms\":{:.2},\"max_ms\":{:.2},\"over_2x\":{}}}",
+        took.len(),
+        ms(0.5),
+        ms(0.99),
+        ms(0.999),
+        ms(1.0),
+        took.iter().filter(|&&d| d > median * 2).count()
+    );
+    Ok(())
 }
 
 /// Nanoseconds since the Unix epoch (the clock the notification service
