@@ -637,6 +637,12 @@ describe('the approval UI', () => {
     // A decision made elsewhere joins the open list, no reload needed.
     await page.locator('#h-search').fill('');
     await until(async () => (await page.getByTestId('history-row').count()) >= 10, 'every row again');
+    // Escape clears a search at once, as on the queue and the Tasks screen.
+    await page.locator('#h-search').fill('invoice');
+    await until(async () => (await page.getByTestId('history-row').count()) === 1, 'one matching row again');
+    await page.locator('#h-search').press('Escape');
+    assert.equal(await page.locator('#h-search').inputValue(), '');
+    await until(async () => (await page.getByTestId('history-row').count()) >= 10, 'every row after Escape');
     const task = await send(server.base, 'inbox', 'Archive the old logs?');
     const r = await api(server, `/api/tasks/${task.id}/decision`, {
       method: 'POST',
@@ -704,6 +710,22 @@ describe('the approval UI', () => {
     await page.locator('#t-search').fill('no-task-holds-this');
     await page.getByText('No tasks match these filters.').waitFor();
     await page.locator('#t-search').fill('');
+    await page.getByText('Renew the certificate?').first().waitFor();
+    // The keys the queue's search box has: Enter searches at once and hands
+    // the keys back to the screen, / selects the words, Escape clears them.
+    await page.locator('#t-search').fill('no-task-holds-this');
+    await page.keyboard.press('Enter');
+    await page.getByText('No tasks match these filters.').waitFor();
+    assert.notEqual(await page.evaluate(() => document.activeElement?.id), 't-search');
+    await page.keyboard.press('/');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 't-search');
+    const selected = await page.evaluate(() => {
+      const box = document.activeElement;
+      return box.value.slice(box.selectionStart, box.selectionEnd);
+    });
+    assert.equal(selected, 'no-task-holds-this');
+    await page.keyboard.press('Escape');
+    assert.equal(await page.locator('#t-search').inputValue(), '');
     await page.getByText('Renew the certificate?').first().waitFor();
   });
 

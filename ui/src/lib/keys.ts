@@ -21,7 +21,7 @@ export const KEYS: KeyHelp[] = [
   { keys: 'c', what: 'continue after signing in', where: 'task' },
   { keys: 'n', what: 'new chain rule', where: 'chains' },
   { keys: 'Esc', what: 'cancel, close, back to the queue', where: 'everywhere' },
-  { keys: '/', what: 'search', where: 'queue, tasks, history' },
+  { keys: '/', what: 'search (in the box: Enter searches now, Esc clears)', where: 'queue, tasks, history' },
   { keys: 'g q', what: 'go to the queue', where: 'everywhere' },
   { keys: 'g t', what: 'go to the recent tasks', where: 'everywhere' },
   { keys: 'g h', what: 'go to the history', where: 'everywhere' },
