@@ -143,7 +143,7 @@ stalls() {
     local out
     out="$(taskset -c "$SERVER_CPU" "$LOADGEN" stalls 5)"
     log "stalls $1: $out"
-    printf 'machine\t1 ms slices of arithmetic on CPU %s, 5 s, %s\tp50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms; %s of %s over twice the median\n' \
+    printf 'machine\tslices of fixed arithmetic on CPU %s, 5 s, %s\tp50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms; %s of %s over twice the median\n' \
         "$SERVER_CPU" "$1" "$(json_field "$out" p50_ms)" "$(json_field "$out" p99_ms)" "$(json_field "$out" p999_ms)" \
         "$(json_field "$out" max_ms)" "$(json_field "$out" over_2x)" "$(json_field "$out" slices)" >>"$extras"
 }
