@@ -100,6 +100,10 @@ pub struct QueuePage {
 /// The most words a search of recent tasks takes.
 pub const MAX_SEARCH_WORDS: usize = 32;
 
+/// The most characters (not bytes: a word in Chinese takes three bytes a
+/// character) a search of recent tasks takes.
+pub const MAX_SEARCH_CHARS: usize = 1_000;
+
 /// What `GET /api/tasks` lists: recent tasks, narrowed.
 #[derive(Debug, Clone, Default)]
 pub struct TasksQuery {
@@ -428,9 +432,10 @@ impl Engine {
             .map(str::to_lowercase)
             .collect();
         // Each task read is compared with every word.
-        if words.len() > MAX_SEARCH_WORDS || text.as_ref().is_some_and(|t| t.len() > 1_000) {
+        let too_long = |t: &String| t.chars().nth(MAX_SEARCH_CHARS).is_some();
+        if words.len() > MAX_SEARCH_WORDS || text.as_ref().is_some_and(too_long) {
             return Err(QueryError::Invalid(format!(
-                "a search of tasks takes at most {MAX_SEARCH_WORDS} words and 1,000 characters"
+                "a search of tasks takes at most {MAX_SEARCH_WORDS} words and {MAX_SEARCH_CHARS} characters"
             )));
         }
         if !words.is_empty() {

@@ -1030,7 +1030,8 @@ pub fn search_recent_tasks(
     loop {
         let rows = recent_rows(conn, sql, CHUNK, found.resume, agent, state)?;
         let last_chunk = rows.len() < CHUNK;
-        for (mut t, rowid) in rows {
+        let mut rows = rows.into_iter();
+        while let Some((mut t, rowid)) = rows.next() {
             found.resume = Some(recent_position(&t, rowid));
             found.read += 1;
             t.preview = request_preview(conn, &t.id)?;
@@ -1038,6 +1039,11 @@ pub fn search_recent_tasks(
                 found.tasks.push((t, rowid));
             }
             if found.tasks.len() == limit || found.read >= reads {
+                // The oldest tasks are in hand: a cursor is handed out only
+                // if one of them matches, so that no page comes back empty.
+                if last_chunk && !any_holds_every_word(conn, rows, words)? {
+                    found.resume = None;
+                }
                 return Ok(found);
             }
         }
@@ -1046,6 +1052,21 @@ pub fn search_recent_tasks(
             return Ok(found);
         }
     }
+}
+
+/// Whether any of `rest` (the last rows of a walk) holds every word.
+fn any_holds_every_word(
+    conn: &Connection,
+    rest: impl Iterator<Item = (TaskSummary, i64)>,
+    words: &[String],
+) -> Result<bool> {
+    for (mut t, _) in rest {
+        t.preview = request_preview(conn, &t.id)?;
+        if holds_every_word(&t, words) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether the task's request line or id holds every word, without case.
@@ -1694,6 +1715,10 @@ mod tests {
                     found.tasks.len() == limit || found.read == reads || found.resume.is_none(),
                     "a page stops at its limit, its reads, or the last task"
                 );
+                assert!(
+                    pages == 0 || reads < tasks.len() || !found.tasks.is_empty(),
+                    "a cursor never leads to an empty page"
+                );
                 pages += 1;
                 listed.extend(found.tasks.into_iter().map(|(t, _)| t.id));
                 match found.resume {
@@ -1723,6 +1748,19 @@ mod tests {
         let (listed, pages) = search(None, None, &["ROTATE"], 50, 100_000);
         assert_eq!(listed, rotate);
         assert_eq!(pages, 18, "17 full pages of 50, then the rest");
+        // A page filled by the oldest task (t0 matches) hands out no
+        // cursor, nor does one whose older tasks all fail to match (t0
+        // does not hold "deploy").
+        assert_eq!(
+            search(None, None, &["rotate"], 289, 100_000),
+            (rotate.clone(), 3)
+        );
+        let deploy = expected(None, None, &["deploy"]);
+        assert_eq!(deploy.last().map(String::as_str), Some("t1"));
+        assert_eq!(
+            search(None, None, &["deploy"], deploy.len(), 100_000),
+            (deploy, 1)
+        );
         // The same found when each page reads at most 100 tasks.
         let (listed, pages) = search(None, None, &["rotate"], 50, 100);
         assert_eq!(listed, rotate);
