@@ -239,7 +239,7 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
         loop {
             match rx.recv().await {
                 Ok(ev) => {
-                    behind_the_answer().await;
+                    behind_the_answer(&rx).await;
                     let _ = h.emit("api-event", EventNotice::from(ev.as_ref()));
                     if ev.state.is_interrupted() || ev.state.is_terminal() {
                         refresh_tray(&s).await;
@@ -282,8 +282,13 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
 /// notifier's reads ran ahead of the answer: without this yield the
 /// webhook's 200 took 3.2–3.4 ms p50 in the app, with it 1.6–1.8, as in
 /// `serve` (`tests/bench/desktop.sh`), and the notification came as soon.
-pub(crate) async fn behind_the_answer() {
-    tokio::task::yield_now().await;
+/// Only the first event of a burst yields: a receiver with more events
+/// waiting is behind already, and drains them at full speed rather than
+/// fall further behind (and lose some) under load.
+pub(crate) async fn behind_the_answer<T: Clone>(rx: &tokio::sync::broadcast::Receiver<T>) {
+    if rx.is_empty() {
+        tokio::task::yield_now().await;
+    }
 }
 
 fn show_window(app: &AppHandle) {

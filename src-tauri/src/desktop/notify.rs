@@ -56,7 +56,7 @@ pub(super) fn start(app: AppHandle, shell: Arc<Shell>) {
             tokio::select! {
                 ev = rx.recv() => match ev {
                     Ok(ev) => {
-                        super::behind_the_answer().await;
+                        super::behind_the_answer(&rx).await;
                         if ev.state.is_interrupted() {
                             if !pending.contains(&ev.task_id) {
                                 pending.push(ev.task_id.clone());
