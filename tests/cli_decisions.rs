@@ -371,7 +371,7 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(
         body["error"]["message"],
-        "a search of tasks takes at most 32 words and 1000 characters"
+        "a search of tasks takes at most 32 words and 1,000 characters"
     );
     // Characters are counted, not bytes: 1,000 of three bytes each pass.
     for (chars, want) in [(1_000, 200), (1_001, 400)] {

@@ -101,7 +101,7 @@ pub struct QueuePage {
 pub const MAX_SEARCH_WORDS: usize = 32;
 
 /// The most characters (not bytes: a word in Chinese takes three bytes a
-/// character) a search of recent tasks takes.
+/// character) a search of recent tasks takes; its refusal says "1,000".
 pub const MAX_SEARCH_CHARS: usize = 1_000;
 
 /// What `GET /api/tasks` lists: recent tasks, narrowed.
@@ -435,7 +435,7 @@ impl Engine {
         let too_long = |t: &String| t.chars().nth(MAX_SEARCH_CHARS).is_some();
         if words.len() > MAX_SEARCH_WORDS || text.as_ref().is_some_and(too_long) {
             return Err(QueryError::Invalid(format!(
-                "a search of tasks takes at most {MAX_SEARCH_WORDS} words and {MAX_SEARCH_CHARS} characters"
+                "a search of tasks takes at most {MAX_SEARCH_WORDS} words and 1,000 characters"
             )));
         }
         if !words.is_empty() {

@@ -1034,8 +1034,7 @@ pub fn search_recent_tasks(
         while let Some((mut t, rowid)) = rows.next() {
             found.resume = Some(recent_position(&t, rowid));
             found.read += 1;
-            t.preview = request_preview(conn, &t.id)?;
-            if holds_every_word(&t, words) {
+            if matches_after_reading(conn, &mut t, words)? {
                 found.tasks.push((t, rowid));
             }
             if found.tasks.len() == limit || found.read >= reads {
@@ -1061,12 +1060,18 @@ fn any_holds_every_word(
     words: &[String],
 ) -> Result<bool> {
     for (mut t, _) in rest {
-        t.preview = request_preview(conn, &t.id)?;
-        if holds_every_word(&t, words) {
+        if matches_after_reading(conn, &mut t, words)? {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// Reads the task's request line into its preview, then whether it holds
+/// every word.
+fn matches_after_reading(conn: &Connection, t: &mut TaskSummary, words: &[String]) -> Result<bool> {
+    t.preview = request_preview(conn, &t.id)?;
+    Ok(holds_every_word(t, words))
 }
 
 /// Whether the task's request line or id holds every word, without case.
