@@ -285,7 +285,7 @@ fn setup(app: &mut tauri::App, open_task: Option<String>) -> anyhow::Result<()> 
 /// Only the first event of a burst yields: a receiver with more events
 /// waiting is behind already, and drains them at full speed rather than
 /// fall further behind (and lose some) under load.
-pub(crate) async fn behind_the_answer<T: Clone>(rx: &tokio::sync::broadcast::Receiver<T>) {
+pub(crate) async fn behind_the_answer<T>(rx: &tokio::sync::broadcast::Receiver<T>) {
     if rx.is_empty() {
         tokio::task::yield_now().await;
     }
