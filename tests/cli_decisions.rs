@@ -364,21 +364,33 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
         .await;
     assert_eq!(next["items"][0]["id"], invoice.as_str(), "{next}");
     assert_eq!(next["searched"], 2, "deploy, then invoice: {next}");
-    let many = vec!["w"; 33].join("+");
-    let (status, body) = api
-        .call(reqwest::Method::GET, &format!("/tasks?q={many}"), None)
-        .await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(
-        body["error"]["message"],
-        "a search of tasks takes at most 32 words and 1,000 characters"
-    );
-    // Characters are counted, not bytes: 1,000 of three bytes each pass.
-    for (chars, want) in [(1_000, 200), (1_001, 400)] {
-        let query = format!("/tasks?q={}", "請".repeat(chars));
-        let (status, body) = api.call(reqwest::Method::GET, &query, None).await;
-        assert_eq!(status, want, "{chars} characters: {body}");
+    // Every search has the same bounds: the queue's and the history's
+    // walk the index once per word.
+    for screen in ["tasks", "queue", "history"] {
+        for (words, want) in [(32, 200), (33, 400)] {
+            let query = format!("/{screen}?q={}", vec!["w"; words].join("+"));
+            let (status, body) = api.call(reqwest::Method::GET, &query, None).await;
+            assert_eq!(status, want, "{screen}, {words} words: {body}");
+            if want == 400 {
+                assert_eq!(
+                    body["error"]["message"],
+                    "a search takes at most 32 words and 1,000 characters"
+                );
+            }
+        }
+        // Characters are counted, not bytes: 1,000 of three bytes each pass.
+        for (chars, want) in [(1_000, 200), (1_001, 400)] {
+            let query = format!("/{screen}?q={}", "請".repeat(chars));
+            let (status, body) = api.call(reqwest::Method::GET, &query, None).await;
+            assert_eq!(status, want, "{screen}, {chars} characters: {body}");
+        }
     }
+    let out = cs(dir, &["history", "--search", &vec!["w"; 33].join(" ")]).await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("at most 32 words"),
+        "the CLI says why: {out:?}"
+    );
     let out = cs_ok(dir, &["history", "--search", "friday"]).await;
     assert_eq!(listed(&out), [deploy.as_str()], "{out}");
     let out = cs_ok(dir, &["history", "--search", "nothing-like-it"]).await;

@@ -643,6 +643,14 @@ describe('the approval UI', () => {
     await page.locator('#h-search').press('Escape');
     assert.equal(await page.locator('#h-search').inputValue(), '');
     await until(async () => (await page.getByTestId('history-row').count()) >= 10, 'every row after Escape');
+    // A search past the server's bounds says why, and clearing it brings the rows back.
+    ui.expectError(/^HTTP 400 GET .*\/api\/history\?q=w0\+w1\+/);
+    await page.locator('#h-search').fill(Array.from({ length: 33 }, (_, i) => `w${i}`).join(' '));
+    await page.getByRole('alert').filter({ hasText: 'a search takes at most 32 words and 1,000 characters' }).waitFor();
+    assert.equal(await page.locator('#h-search').getAttribute('maxlength'), '1000');
+    await page.locator('#h-search').press('Escape');
+    await until(async () => (await page.getByTestId('history-row').count()) >= 10, 'every row after the refused search');
+    assert.equal(await page.getByRole('alert').filter({ hasText: 'at most 32 words' }).count(), 0);
     const task = await send(server.base, 'inbox', 'Archive the old logs?');
     const r = await api(server, `/api/tasks/${task.id}/decision`, {
       method: 'POST',

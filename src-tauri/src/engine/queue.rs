@@ -97,12 +97,32 @@ pub struct QueuePage {
     pub next_cursor: Option<String>,
 }
 
-/// The most words a search of recent tasks takes.
+/// The most words a search (of the queue, the history or recent tasks)
+/// takes.
 pub const MAX_SEARCH_WORDS: usize = 32;
 
 /// The most characters (not bytes: a word in Chinese takes three bytes a
-/// character) a search of recent tasks takes; its refusal says "1,000".
+/// character) a search takes; its refusal says "1,000".
 pub const MAX_SEARCH_CHARS: usize = 1_000;
+
+/// A person's search, `None` when it holds no word, refused when longer
+/// than [`MAX_SEARCH_WORDS`] or [`MAX_SEARCH_CHARS`]: every word is
+/// matched against each task or turn the search reads (the queue's and the
+/// history's searches walk the index's entries of each word), so a search
+/// of a few hundred common words held a reader for seconds.
+fn bounded_search(text: Option<String>) -> Result<Option<String>, QueryError> {
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return Ok(None);
+    };
+    if text.split_whitespace().nth(MAX_SEARCH_WORDS).is_some()
+        || text.chars().nth(MAX_SEARCH_CHARS).is_some()
+    {
+        return Err(QueryError::Invalid(format!(
+            "a search takes at most {MAX_SEARCH_WORDS} words and 1,000 characters"
+        )));
+    }
+    Ok(Some(text))
+}
 
 /// What `GET /api/tasks` lists: recent tasks, narrowed.
 #[derive(Debug, Clone, Default)]
@@ -318,7 +338,7 @@ impl Engine {
         let filter = QueueFilter {
             agent_id: query.agent_id.filter(|a| !a.is_empty()),
             state: query.state,
-            text: query.text.filter(|t| !t.trim().is_empty()),
+            text: bounded_search(query.text)?,
             newest_first: query.newest_first,
             limit: page_limit(query.limit)?,
             after: query
@@ -425,19 +445,12 @@ impl Engine {
             .filter(|c| !c.is_empty())
             .map(decode_recent)
             .transpose()?;
-        let words: Vec<String> = text
+        let words: Vec<String> = bounded_search(text)?
             .as_deref()
             .unwrap_or_default()
             .split_whitespace()
             .map(str::to_lowercase)
             .collect();
-        // Each task read is compared with every word.
-        let too_long = |t: &String| t.chars().nth(MAX_SEARCH_CHARS).is_some();
-        if words.len() > MAX_SEARCH_WORDS || text.as_ref().is_some_and(too_long) {
-            return Err(QueryError::Invalid(format!(
-                "a search of tasks takes at most {MAX_SEARCH_WORDS} words and 1,000 characters"
-            )));
-        }
         if !words.is_empty() {
             let found = self
                 .inner
@@ -538,7 +551,7 @@ impl Engine {
     ) -> Result<HistoryPage, QueryError> {
         let filter = HistoryFilter {
             agent_id: agent_id.filter(|a| !a.is_empty()),
-            text: text.filter(|t| !t.trim().is_empty()),
+            text: bounded_search(text)?,
             limit: page_limit(limit)?,
             before: cursor
                 .as_deref()

@@ -681,29 +681,24 @@ pub fn marks_after_delete(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Turns a person's search words into an FTS5 query: every word must
-/// appear; the last may be a prefix. Quotes keep FTS syntax out.
+/// appear; the last may be a prefix. Quotes keep FTS syntax out. A word
+/// given twice (the index ignores case) is asked for once: FTS5 would walk
+/// its entries once per copy, and a word also given earlier is asked for
+/// whole, which its prefix adds nothing to.
 pub fn fts_query(q: &str) -> Option<String> {
-    let words: Vec<String> = q
-        .split_whitespace()
-        .map(|w| w.replace('"', "\"\""))
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{w}\""))
+    let given: Vec<&str> = q.split_whitespace().collect();
+    let (last, earlier) = given.split_last()?;
+    let quoted = |w: &str| format!("\"{}\"", w.replace('"', "\"\""));
+    let mut seen = std::collections::HashSet::new();
+    let mut words: Vec<String> = earlier
+        .iter()
+        .filter(|w| seen.insert(w.to_lowercase()))
+        .map(|w| quoted(w))
         .collect();
-    let last = words.len().checked_sub(1)?;
-    Some(
-        words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                if i == last {
-                    format!("{w}*")
-                } else {
-                    w.clone()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
+    if seen.insert(last.to_lowercase()) {
+        words.push(format!("{}*", quoted(last)));
+    }
+    Some(words.join(" "))
 }
 
 /// What the queue is filtered and ordered by.
@@ -1873,5 +1868,15 @@ mod tests {
         );
         assert_eq!(fts_query("a\"b OR").as_deref(), Some("\"a\"\"b\" \"OR\"*"));
         assert_eq!(fts_query("   "), None);
+        // A word given again is asked for once; a last word given before
+        // is asked for whole (its prefix would add nothing).
+        assert_eq!(
+            fts_query("Pay pay invoice PAY").as_deref(),
+            Some("\"Pay\" \"invoice\"")
+        );
+        assert_eq!(
+            fts_query("ship ship it").as_deref(),
+            Some("\"ship\" \"it\"*")
+        );
     }
 }
