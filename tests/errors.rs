@@ -15,6 +15,10 @@ max_body_bytes = 2048
 max_parts = 2
 max_json_depth = 8
 max_history = 3
+max_push_configs = 2
+
+[outbound]
+allow = ["127.0.0.1"]
 
 [[agents]]
 id = "strict"
@@ -878,6 +882,89 @@ async fn follow_ups_beyond_the_history_limit_are_refused_and_leave_the_task_unch
         "{ids:?}"
     );
     assert_eq!(task_count(&c, "inbox").await, 1);
+}
+
+#[tokio::test]
+async fn push_configs_beyond_the_limit_are_refused_and_leave_the_task_unchanged() {
+    let s = Server::start(Some(CONFIG));
+    let c = s.client();
+    let r = c.send_text("inbox", "p-1", "please review").await;
+    let id = r["task"]["id"].as_str().unwrap().to_owned();
+    let ctx = r["task"]["contextId"].as_str().unwrap().to_owned();
+    let config =
+        |cfg: &str| json!({"taskId": id, "id": cfg, "url": format!("http://127.0.0.1:9/{cfg}")});
+    for cfg in ["a", "b"] {
+        let made = c
+            .rpc_ok("inbox", "CreateTaskPushNotificationConfig", config(cfg))
+            .await;
+        assert_eq!(made["id"], cfg, "{made}");
+    }
+    let e = c
+        .rpc_err("inbox", "CreateTaskPushNotificationConfig", config("c"))
+        .await;
+    assert_eq!(e["code"], -32602, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&id) && msg.contains("2 push notification configs"),
+        "the error should name the task and the limit: {msg}"
+    );
+    // Replacing a config the task has always fits.
+    let mut moved = config("a");
+    moved["url"] = json!("http://127.0.0.1:9/moved");
+    let made = c
+        .rpc_ok("inbox", "CreateTaskPushNotificationConfig", moved)
+        .await;
+    assert_eq!(made["url"], "http://127.0.0.1:9/moved");
+    // The HTTP+JSON binding says the same in its own shape.
+    let (status, body) = c
+        .rest(
+            Method::POST,
+            "inbox",
+            &format!("/tasks/{id}/pushNotificationConfigs"),
+            Some(config("d")),
+        )
+        .await;
+    let (_, reason) = rest_error(status, &body, 400);
+    assert_eq!(reason, "INVALID_PARAMS");
+    // A follow-up naming a third config inline is refused whole: neither
+    // its message nor its config is kept.
+    let before = c.rpc_ok("inbox", "GetTask", json!({"id": id})).await;
+    let follow = json!({
+        "message": {"messageId": "p-2", "role": "ROLE_USER", "taskId": id, "contextId": ctx, "parts": [{"text": "and this"}]},
+        "configuration": {"taskPushNotificationConfig": {"id": "e", "url": "http://127.0.0.1:9/e"}},
+    });
+    let e = c.rpc_err("inbox", "SendMessage", follow).await;
+    assert_eq!(e["code"], -32602, "{e}");
+    assert_eq!(
+        c.rpc_ok("inbox", "GetTask", json!({"id": id})).await,
+        before,
+        "a refused follow-up must not change the task"
+    );
+    let listed = c
+        .rpc_ok(
+            "inbox",
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": id}),
+        )
+        .await;
+    let ids: Vec<&str> = listed["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"], "{listed}");
+    // Deleting one makes room again.
+    c.rpc_ok(
+        "inbox",
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "b"}),
+    )
+    .await;
+    let made = c
+        .rpc_ok("inbox", "CreateTaskPushNotificationConfig", config("c"))
+        .await;
+    assert_eq!(made["id"], "c", "{made}");
 }
 
 #[tokio::test]

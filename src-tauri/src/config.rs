@@ -312,6 +312,9 @@ pub struct Limits {
     pub max_parts: usize,
     /// Most messages kept in one task's history.
     pub max_history: usize,
+    /// Most push notification configs one task keeps: each event of the
+    /// task queues a delivery per config in the commit that makes it.
+    pub max_push_configs: usize,
     /// Deepest JSON nesting accepted in a request.
     pub max_json_depth: usize,
     /// Longest a blocking SendMessage waits for the task to settle, in
@@ -331,6 +334,7 @@ impl Default for Limits {
             max_body_bytes: 10 * 1024 * 1024,
             max_parts: 100,
             max_history: 1000,
+            max_push_configs: 16,
             max_json_depth: 64,
             max_blocking_wait_secs: 300,
             header_timeout_secs: 30,
@@ -735,9 +739,10 @@ impl Config {
         }
         if cfg.limits.max_body_bytes == 0
             || cfg.limits.max_parts == 0
+            || cfg.limits.max_push_configs == 0
             || cfg.limits.max_json_depth < 4
         {
-            return Err(err(None, "limits: max_body_bytes and max_parts must be positive and max_json_depth at least 4".into()));
+            return Err(err(None, "limits: max_body_bytes, max_parts and max_push_configs must be positive and max_json_depth at least 4".into()));
         }
         if cfg.limits.header_timeout_secs == 0 || cfg.limits.body_timeout_secs == 0 {
             return Err(err(
@@ -1096,6 +1101,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("c.toml:2: limits.max_parts:"), "{e}");
+        for zero in ["max_parts", "max_push_configs"] {
+            let e = Config::parse(&format!("[limits]\n{zero} = 0\n"), Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(zero) && e.contains("positive"), "{e}");
+        }
         let e = Config::parse("[[agents]]\nid = \"Bad Id\"\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();

@@ -627,6 +627,7 @@ impl Engine {
             msg.task_id.clone()
         {
             let max_history = self.inner.limits.max_history as i64;
+            let max_push_configs = self.inner.limits.max_push_configs;
             let (aid, own, tid) = (agent_id.clone(), owner_s.clone(), task_id.clone());
             let fresh = self
                 .inner
@@ -665,12 +666,15 @@ impl Engine {
                             "task `{tid}` already holds {max_history} messages, the most one task may keep"
                         ))));
                     }
-                    tasks::append_encoded(conn, &tid, &encoded)?;
                     if let Some(mut cfg) = inline_push {
                         cfg.task_id = Some(tid.clone());
-                        cfg.id.get_or_insert_with(|| tid.clone());
+                        let id = cfg.id.get_or_insert_with(|| tid.clone());
+                        if !tasks::push_config_fits(conn, &tid, id, max_push_configs)? {
+                            return Ok(Err(too_many_push_configs(&tid, max_push_configs)));
+                        }
                         tasks::put_push_config(conn, &cfg, push_dialect, now_ms())?;
                     }
+                    tasks::append_encoded(conn, &tid, &encoded)?;
                     Ok(Ok(true))
                 })
                 .await??;
@@ -1194,7 +1198,6 @@ impl Engine {
         Ok((task, head.last_seq, rx))
     }
 
-    /// CreateTaskPushNotificationConfig: checks and stores the config.
     /// CreateTaskPushNotificationConfig: checks and stores the config;
     /// `dialect` (the request's) is the shape its notifications will take.
     pub async fn create_push_config(
@@ -1217,12 +1220,18 @@ impl Engine {
             cfg.id = Some(new_id());
         }
         let stored = cfg.clone();
+        let max = self.inner.limits.max_push_configs;
         self.inner
             .store
             .write(move |conn| {
-                tasks::put_push_config(conn, &stored, dialect_name(dialect), now_ms())
+                let id = stored.id.as_deref().unwrap_or_default();
+                if !tasks::push_config_fits(conn, &task_id, id, max)? {
+                    return Ok(Err(too_many_push_configs(&task_id, max)));
+                }
+                tasks::put_push_config(conn, &stored, dialect_name(dialect), now_ms())?;
+                Ok(Ok(()))
             })
-            .await?;
+            .await??;
         Ok(cfg)
     }
 
@@ -1340,6 +1349,14 @@ impl Engine {
 }
 
 /// How a dialect is recorded on a task.
+/// The refusal of a push config past `[limits] max_push_configs`.
+fn too_many_push_configs(task_id: &str, max: usize) -> Error {
+    Error::InvalidParams(format!(
+        "task `{task_id}` already has {max} push notification configs, the most one task may keep; \
+         delete one, or set one with the id of an existing config to replace it"
+    ))
+}
+
 fn dialect_name(d: Dialect) -> &'static str {
     match d {
         Dialect::V1 => "v1",

@@ -1009,6 +1009,18 @@ pub fn put_push_config(
     Ok(())
 }
 
+/// Whether config `id` of `task_id` can be stored with the task keeping at
+/// most `max` configs: one that replaces a config of the same id always
+/// can.
+pub fn push_config_fits(conn: &Connection, task_id: &str, id: &str, max: usize) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = ?1 AND id = ?2)
+                 OR (SELECT count(*) FROM push_configs WHERE task_id = ?1) < ?3",
+        )?
+        .query_row(params![task_id, id, max as i64], |r| r.get(0))?)
+}
+
 /// One push config of a task.
 pub fn get_push_config(
     conn: &Connection,
