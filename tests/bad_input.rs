@@ -469,6 +469,38 @@ fn slow_writer(
     })
 }
 
+/// A desktop session's soft limit on open files is often 1,024. The server
+/// raises it to the hard limit as it starts, so it holds more connections
+/// at once than the soft limit it was started with would allow.
+#[tokio::test]
+async fn more_connections_than_the_soft_open_files_limit_are_all_served() {
+    let s = Server::start_with_open_files(None, 256, 4096);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", s.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[3..5], ["4096", "4096"], "soft and hard: {line}");
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let request =
+        format!("GET /a2a/inbox/.well-known/agent-card.json HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    // Each connection stays open, answered, while the next ones come.
+    let mut open = Vec::new();
+    for n in 0..600 {
+        let mut c = TcpStream::connect(&addr).await.unwrap();
+        c.write_all(request.as_bytes()).await.unwrap();
+        let mut head = [0u8; 12];
+        tokio::time::timeout(Duration::from_secs(10), c.read_exact(&mut head))
+            .await
+            .unwrap_or_else(|_| panic!("connection {n} got no answer"))
+            .unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200", "connection {n}");
+        open.push(c);
+    }
+    assert_eq!(open.len(), 600);
+}
+
 #[tokio::test]
 async fn a_client_trickling_its_headers_is_disconnected() {
     let s = Server::start(Some(CONFIG));

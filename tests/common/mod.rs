@@ -80,6 +80,23 @@ impl Server {
         s
     }
 
+    /// Starts a server in a fresh data dir whose limit on open files is
+    /// `soft` (`RLIMIT_NOFILE`), with `hard` as the most it may raise it to.
+    pub fn start_with_open_files(config: Option<&str>, soft: u64, hard: u64) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(r#"ulimit -S -n "$1" && ulimit -H -n "$2" && shift 2 && exec "$@""#)
+            .arg("bash")
+            .arg(soft.to_string())
+            .arg(hard.to_string())
+            .arg(env!("CARGO_BIN_EXE_countersign"));
+        let mut s = Server::spawn(cmd, &dir, config, &[]);
+        s._tmp = Some(tmp);
+        s
+    }
+
     /// Lifts the limit of [`Server::start_with_file_limit`].
     pub fn lift_file_limit(&self) {
         let st = Command::new("prlimit")

@@ -55,6 +55,33 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
     serve_until(opts, |_| {}, shutdown_signal()).await
 }
 
+/// Raises this process's soft limit on open files to its hard limit. Every
+/// connection, event stream and outbound request holds a descriptor, and a
+/// desktop session's soft limit (1,024 by default on Linux) would cap the
+/// server at about a thousand of them while the hard limit (usually
+/// 524,288) allows far more. Failing leaves the limit as it was.
+#[cfg(unix)]
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No hard limit: the kernel still caps descriptors (`fs.nr_open`,
+    // 1,048,576 by default), and a soft limit above it is refused.
+    let most = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|soft| soft < most) {
+        let raised = rustix::process::Rlimit {
+            current: Some(most),
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => tracing::debug!(files = most, "raised the open files limit"),
+            Err(e) => tracing::debug!("cannot raise the open files limit to {most}: {e}"),
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_open_files_limit() {}
+
 /// Runs the server until `stop` resolves, then closes the database. `ready`
 /// gets the server's state once it listens: the desktop shell drives the
 /// same server in-process through it.
@@ -63,6 +90,7 @@ pub async fn serve_until(
     ready: impl FnOnce(super::Shared),
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
+    raise_open_files_limit();
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
     // Before anything reads the store: a second server on the same data
