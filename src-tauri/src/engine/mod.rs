@@ -1348,7 +1348,6 @@ impl Engine {
     }
 }
 
-/// How a dialect is recorded on a task.
 /// The refusal of a push config past `[limits] max_push_configs`.
 fn too_many_push_configs(task_id: &str, max: usize) -> Error {
     Error::InvalidParams(format!(
@@ -1357,6 +1356,7 @@ fn too_many_push_configs(task_id: &str, max: usize) -> Error {
     ))
 }
 
+/// How a dialect is recorded on a task.
 fn dialect_name(d: Dialect) -> &'static str {
     match d {
         Dialect::V1 => "v1",
