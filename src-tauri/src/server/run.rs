@@ -62,19 +62,30 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartError> {
 /// 524,288) allows far more. Failing leaves the limit as it was.
 #[cfg(unix)]
 fn raise_open_files_limit() {
-    use rustix::process::{Resource, getrlimit, setrlimit};
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
-    // No hard limit: the kernel still caps descriptors (`fs.nr_open`,
-    // 1,048,576 by default), and a soft limit above it is refused.
+    let Some(soft) = limit.current else {
+        return;
+    };
+    // Without a hard limit the kernel still caps descriptors (Linux's
+    // `fs.nr_open`, 1,048,576 by default), and a soft limit above that cap
+    // is refused; macOS refuses one above `OPEN_MAX` (10,240), so that is
+    // tried next.
     let most = limit.maximum.unwrap_or(1 << 20);
-    if limit.current.is_some_and(|soft| soft < most) {
-        let raised = rustix::process::Rlimit {
-            current: Some(most),
+    for files in [most, most.min(10_240)] {
+        if files <= soft {
+            return;
+        }
+        let raised = Rlimit {
+            current: Some(files),
             maximum: limit.maximum,
         };
         match setrlimit(Resource::Nofile, raised) {
-            Ok(()) => tracing::debug!(files = most, "raised the open files limit"),
-            Err(e) => tracing::debug!("cannot raise the open files limit to {most}: {e}"),
+            Ok(()) => {
+                tracing::debug!(files, "raised the open files limit");
+                return;
+            }
+            Err(e) => tracing::debug!("cannot raise the open files limit to {files}: {e}"),
         }
     }
 }
