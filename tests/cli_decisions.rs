@@ -383,6 +383,9 @@ async fn tasks_and_history_narrow_by_agent_state_and_words_and_take_a_limit() {
             let query = format!("/{screen}?q={}", "請".repeat(chars));
             let (status, body) = api.call(reqwest::Method::GET, &query, None).await;
             assert_eq!(status, want, "{screen}, {chars} characters: {body}");
+            if want == 200 {
+                assert_eq!(body["items"], serde_json::json!([]), "{screen}: {body}");
+            }
         }
     }
     let out = cs(dir, &["history", "--search", &vec!["w"; 33].join(" ")]).await;
