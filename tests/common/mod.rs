@@ -36,9 +36,13 @@ pub struct Server {
 impl Server {
     /// Starts a server with `config` (TOML) in a fresh data dir.
     pub fn start(config: Option<&str>) -> Server {
+        Server::start_fresh(Command::new(env!("CARGO_BIN_EXE_countersign")), config)
+    }
+
+    /// Runs `cmd serve …` in a fresh data dir, removed when the server is.
+    fn start_fresh(cmd: Command, config: Option<&str>) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path().to_path_buf();
-        let mut s = Server::start_in(&dir, config, &[]);
+        let mut s = Server::spawn(cmd, tmp.path(), config, &[]);
         s._tmp = Some(tmp);
         s
     }
@@ -83,8 +87,6 @@ impl Server {
     /// Starts a server in a fresh data dir whose limit on open files is
     /// `soft` (`RLIMIT_NOFILE`), with `hard` as the most it may raise it to.
     pub fn start_with_open_files(config: Option<&str>, soft: u64, hard: u64) -> Server {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path().to_path_buf();
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(r#"ulimit -S -n "$1" && ulimit -H -n "$2" && shift 2 && exec "$@""#)
@@ -92,9 +94,7 @@ impl Server {
             .arg(soft.to_string())
             .arg(hard.to_string())
             .arg(env!("CARGO_BIN_EXE_countersign"));
-        let mut s = Server::spawn(cmd, &dir, config, &[]);
-        s._tmp = Some(tmp);
-        s
+        Server::start_fresh(cmd, config)
     }
 
     /// Lifts the limit of [`Server::start_with_file_limit`].
