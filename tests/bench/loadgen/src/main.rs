@@ -10,19 +10,18 @@
 //! error, for JSON-RPC), `--conns N`, `--duration S`, `--warmup S`, `--limit N`
 //! (stop after N requests, all counted: to fill a store).
 //!
+//! Requests go out through the lean client in `raw.rs`.
+//!
 //! Other jobs: `stub-peer`, `push-latency`, `push-notify`, `startup`, `stalls` (see
 //! `tools.rs`).
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
+use hyper::Method;
 use tokio::net::TcpStream;
 
+mod raw;
 mod tools;
 
 struct Opts {
@@ -130,12 +129,14 @@ async fn connection(o: Rc<Opts>, counter: Rc<Cell<u64>>, start: Instant) -> Tall
     let mut t = Tally::default();
     let host = o.url.host().unwrap_or("127.0.0.1").to_owned();
     let port = o.url.port_u16().unwrap_or(80);
-    let authority = format!("{host}:{port}");
+    let head = request_head(&o, &format!("{host}:{port}"));
+    let mut req = Vec::new();
+    let mut client = raw::Conn::default();
     'reconnect: loop {
         if phase(start, &o) == 2 {
             return t;
         }
-        let stream = match TcpStream::connect((host.as_str(), port)).await {
+        let mut stream = match TcpStream::connect((host.as_str(), port)).await {
             Ok(s) => s,
             Err(e) => {
                 t.errors += 1;
@@ -145,15 +146,7 @@ async fn connection(o: Rc<Opts>, counter: Rc<Cell<u64>>, start: Instant) -> Tall
             }
         };
         let _ = stream.set_nodelay(true);
-        let (mut send, conn) = match http1::handshake(TokioIo::new(stream)).await {
-            Ok(x) => x,
-            Err(e) => {
-                t.errors += 1;
-                t.first_error.get_or_insert(format!("handshake: {e}"));
-                continue;
-            }
-        };
-        tokio::task::spawn_local(conn);
+        client.reset();
         loop {
             let p = phase(start, &o);
             if p == 2 {
@@ -164,49 +157,36 @@ async fn connection(o: Rc<Opts>, counter: Rc<Cell<u64>>, start: Instant) -> Tall
                 return t;
             }
             counter.set(n + 1);
-            let body = match &o.body {
-                Some(b) => Bytes::from(b.replace("{n}", &n.to_string())),
-                None => Bytes::new(),
-            };
-            let mut req = Request::builder()
-                .method(o.method.clone())
-                .uri(o.url.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
-                .header("host", &authority);
-            if o.body.is_some() {
-                req = req.header("content-type", "application/json");
+            req.clear();
+            req.extend_from_slice(head.as_bytes());
+            if let Some(b) = &o.body {
+                let body = b.replace("{n}", &n.to_string());
+                req.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+                req.extend_from_slice(body.as_bytes());
+            } else {
+                req.extend_from_slice(b"\r\n");
             }
-            for (k, v) in &o.headers {
-                req = req.header(k, v);
-            }
-            let req = match req.body(Full::new(body)) {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("bad request: {e}");
-                    std::process::exit(2);
-                }
-            };
             let sent = Instant::now();
-            let outcome = match send.send_request(req).await {
-                Ok(resp) => {
-                    let status = resp.status();
-                    match resp.into_body().collect().await {
-                        Ok(b) => {
-                            let b = b.to_bytes();
-                            if !status.is_success() {
-                                Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&b)))
-                            } else if o.rpc_errors && contains(&b, b"\"error\":") {
-                                Err(format!("JSON-RPC error: {}", String::from_utf8_lossy(&b)))
-                            } else {
-                                Ok(())
-                            }
-                        }
-                        Err(e) => Err(format!("body: {e}")),
-                    }
-                }
-                Err(e) => Err(format!("send: {e}")),
-            };
+            let answer = client.exchange(&mut stream, &req).await;
             let micros = u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX);
-            let broken = send.is_closed();
+            let (outcome, broken) = match answer {
+                Ok(r) => {
+                    let body = client.body(&r);
+                    let outcome = if !(200..300).contains(&r.status) {
+                        Err(format!(
+                            "HTTP {}: {}",
+                            r.status,
+                            String::from_utf8_lossy(body)
+                        ))
+                    } else if o.rpc_errors && contains(body, b"\"error\":") {
+                        Err(format!("JSON-RPC error: {}", String::from_utf8_lossy(body)))
+                    } else {
+                        Ok(())
+                    };
+                    (outcome, r.close)
+                }
+                Err(e) => (Err(e), true),
+            };
             if outcome.is_ok() {
                 t.ok_total += 1;
             }
@@ -224,6 +204,20 @@ async fn connection(o: Rc<Opts>, counter: Rc<Cell<u64>>, start: Instant) -> Tall
             }
         }
     }
+}
+
+/// The request line and headers every request of the run shares, up to the
+/// body's length (or the blank line of a request without one).
+fn request_head(o: &Opts, authority: &str) -> String {
+    let path = o.url.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let mut head = format!("{} {path} HTTP/1.1\r\nhost: {authority}\r\n", o.method);
+    if o.body.is_some() {
+        head.push_str("content-type: application/json\r\n");
+    }
+    for (k, v) in &o.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
