@@ -1,7 +1,8 @@
 //! Rate limits over the real binary: a burst from one caller is refused with
 //! 429 and `Retry-After` in each binding's error shape, other callers and
 //! other classes of route are served, the caller is served again after the
-//! wait, loopback callers are exempt by default, and bad settings are refused.
+//! wait, loopback callers are exempt by default, one address holds only so
+//! many connections, and bad settings are refused.
 
 mod common;
 use common::*;
@@ -257,6 +258,70 @@ async fn limits_turned_off_limit_nothing() {
     }
 }
 
+#[tokio::test]
+async fn one_address_holds_at_most_its_connections_and_one_more_is_told_why() {
+    let s = Server::start(Some(
+        "[rate_limits]\nlimit_loopback = true\nconnections = 3\n",
+    ));
+    let card = s.url("/.well-known/agent-card.json");
+    // Each client keeps its one connection open between requests.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let c = reqwest::Client::new();
+        let r = c.get(&card).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.bytes().await.unwrap();
+        held.push(c);
+    }
+    // A fourth connection is answered 429 and closed, whatever it asked.
+    let fourth = reqwest::Client::new();
+    let r = fourth
+        .post(s.url("/a2a/inbox"))
+        .json(&rpc_body(1))
+        .send()
+        .await
+        .expect("the refusal is an answer, not a reset");
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&r), 1);
+    assert_eq!(r.headers()["connection"], "close");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], 429, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("too many connections from 127.0.0.1") && message.contains("at most 3"),
+        "{body}"
+    );
+    // The three open ones are still served, more than once each.
+    for c in &held {
+        let r = c.get(&card).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    // Closing one makes room (the server sees the close a moment later).
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = reqwest::Client::new().get(&card).send().await.unwrap();
+        if r.status() == StatusCode::OK {
+            break;
+        }
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no room after a close"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Refused connections held nothing: with all closed, three fit again.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut again = Vec::new();
+    for _ in 0..3 {
+        let c = reqwest::Client::new();
+        assert_eq!(c.get(&card).send().await.unwrap().status(), StatusCode::OK);
+        again.push(c);
+    }
+}
+
 #[test]
 fn a_zero_quota_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -287,4 +352,19 @@ fn a_zero_quota_is_refused_with_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("c.toml:2") && err.contains("burst"), "{err}");
+
+    std::fs::write(&path, "[rate_limits]\nconnections = 0\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rate_limits.connections") && err.contains("at least 1"),
+        "{err}"
+    );
 }

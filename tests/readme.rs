@@ -29,6 +29,7 @@ fn readme_config_example_is_a_valid_config() {
     assert_eq!(cfg.retention.keep_days, 90);
     assert_eq!(cfg.rate_limits.a2a.per_second, 100);
     assert!(!cfg.rate_limits.limit_loopback);
+    assert_eq!(cfg.rate_limits.connections, 256);
     assert_eq!(cfg.tenants.len(), 1);
     assert_eq!(cfg.tenants[0].agents[0].tenant.as_deref(), Some("acme"));
     assert_eq!(cfg.tenants[0].credentials.len(), 1);

@@ -80,6 +80,9 @@ pub struct RateLimitsConfig {
     pub ui: RateQuota,
     /// Agent cards and every other public document.
     pub cards: RateQuota,
+    /// The most connections one address may hold open at once; one more
+    /// is answered 429 and closed as it is accepted.
+    pub connections: usize,
 }
 
 impl Default for RateLimitsConfig {
@@ -91,6 +94,7 @@ impl Default for RateLimitsConfig {
             webhooks: RateQuota::new(100, 1000),
             ui: RateQuota::new(200, 2000),
             cards: RateQuota::new(20, 100),
+            connections: 256,
         }
     }
 }
@@ -765,6 +769,12 @@ impl Config {
                     ),
                 ));
             }
+        }
+        if rl.connections == 0 {
+            return Err(err(
+                None,
+                "rate_limits.connections must be at least 1 (set rate_limits.enabled = false to turn limits off)".into(),
+            ));
         }
         if cfg.retention.batch == 0 {
             return Err(err(None, "retention.batch must be at least 1".into()));

@@ -8,6 +8,9 @@
 //! counts its requests in flight, and one that has had none for the header
 //! timeout, before its first request or (HTTP/2) between requests, is shut
 //! down: gracefully first, then dropped if it still lingers.
+//!
+//! Before any of that, a gate counts the connection against its caller's
+//! address; one over the caller's limit is answered 429 at once and closed.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -117,12 +120,20 @@ pub type Admit = Arc<
         + Sync,
 >;
 
+/// What decides, as a connection is accepted, whether it is served:
+/// `Ok` with what to hold while the connection lives (its count against
+/// the caller), or `Err` with why it is turned away.
+pub type Gate =
+    Arc<dyn Fn(SocketAddr) -> Result<Option<Box<dyn Send + Sync>>, String> + Send + Sync>;
+
 /// Accepts connections and serves `app` on each until `stop` resolves, then
 /// lets the requests in flight finish. A connection without a request for
-/// `idle_limit` (see the module's notes) is closed.
+/// `idle_limit` (see the module's notes) is closed; one `gate` refuses is
+/// answered 429 (see [`turn_away`]).
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
+    gate: Gate,
     admit: Admit,
     idle_limit: Duration,
     stop: impl Future<Output = ()>,
@@ -153,6 +164,14 @@ pub async fn serve(
                 }
             },
             _ = &mut stop => break,
+        };
+        let held = match gate(peer) {
+            Ok(held) => held,
+            Err(why) => {
+                tracing::debug!(%peer, "turned a connection away: {why}");
+                tokio::spawn(turn_away(stream, why));
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let activity = Arc::new(Activity::new());
@@ -194,13 +213,37 @@ pub async fn serve(
                     }
                 }
             }
-            drop(alive);
+            drop((alive, held));
         });
     }
     drop(listener);
     let _ = stopping_tx.send(true);
     drop(alive_tx);
     let _ = all_ended.recv().await;
+}
+
+/// Answers a connection the gate refused, whatever it sends: a 429 (the
+/// UI's and the receiver's error shape, as the request is never read) with
+/// `Retry-After: 1` and `Connection: close`, written at once. Then a
+/// lingering close: what the client sends is read and dropped for up to a
+/// second, since closing a socket with unread input resets it, and the
+/// client could lose the answer before reading it.
+async fn turn_away(mut stream: tokio::net::TcpStream, why: String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let body = serde_json::json!({"error": {"code": 429, "message": why}}).to_string();
+    let answer = format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let linger = async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
 }
 
 /// The answer to a request whose handler panicked. What the panic said
@@ -280,10 +323,18 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let gate: Gate = Arc::new(|_| Ok(None));
         let admit: Admit = Arc::new(|_, _, _| None);
-        let server = tokio::spawn(serve(listener, app, admit, Duration::from_secs(5), async {
-            let _ = stop_rx.await;
-        }));
+        let server = tokio::spawn(serve(
+            listener,
+            app,
+            gate,
+            admit,
+            Duration::from_secs(5),
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
         // One client, so the second request may reuse the first's connection.
         let client = reqwest::Client::new();
         let resp = client

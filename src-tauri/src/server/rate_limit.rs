@@ -3,11 +3,16 @@
 //! the client's IP address. A caller over its quota gets 429 with
 //! `Retry-After`, in the error shape of the route it called.
 //!
+//! Each address may also hold only so many connections open at once
+//! (`connections`): one more is answered 429 as it is accepted, and closed.
+//!
 //! Loopback callers (and in-process requests from the desktop window, which
 //! have no address) are exempt unless `limit_loopback` is set.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
@@ -51,6 +56,35 @@ pub struct RateLimits {
     ui: DefaultKeyedRateLimiter<Key>,
     cards: DefaultKeyedRateLimiter<Key>,
     clock: DefaultClock,
+    connections: Arc<ConnectionCounts>,
+}
+
+/// The connections each address holds open.
+struct ConnectionCounts {
+    max: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// A connection counted against its address until it is dropped.
+pub struct Counted {
+    counts: Arc<ConnectionCounts>,
+    ip: IpAddr,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut open = self
+            .counts
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }
 
 fn quota(q: RateQuota) -> Quota {
@@ -70,7 +104,44 @@ impl RateLimits {
             ui: RateLimiter::keyed(quota(cfg.ui)),
             cards: RateLimiter::keyed(quota(cfg.cards)),
             clock: DefaultClock::default(),
+            connections: Arc::new(ConnectionCounts {
+                max: cfg.connections,
+                open: Mutex::new(HashMap::new()),
+            }),
         }
+    }
+
+    fn exempt(&self, peer: IpAddr) -> bool {
+        !self.enabled || (is_loopback(peer) && !self.limit_loopback)
+    }
+
+    /// Counts a connection from `peer` as it is accepted: what holds its
+    /// count while it lives (`None` for an exempt caller), or `Err(max)`
+    /// when the address already holds the most it may.
+    pub fn open_connection(&self, peer: IpAddr) -> Result<Option<Counted>, usize> {
+        if self.exempt(peer) {
+            return Ok(None);
+        }
+        let counts = &self.connections;
+        let mut open = counts.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = open.entry(peer).or_insert(0);
+        if *n >= counts.max {
+            return Err(counts.max);
+        }
+        *n += 1;
+        Ok(Some(Counted {
+            counts: counts.clone(),
+            ip: peer,
+        }))
+    }
+
+    /// Addresses holding a counted connection.
+    pub fn connected(&self) -> usize {
+        self.connections
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     fn limiter(&self, class: Class) -> &DefaultKeyedRateLimiter<Key> {
@@ -166,7 +237,7 @@ pub fn admit(
     headers: &axum::http::HeaderMap,
 ) -> Option<Response> {
     let limits = &state.rate_limits;
-    if !limits.enabled || (is_loopback(peer) && !limits.limit_loopback) {
+    if limits.exempt(peer) {
         return None;
     }
     let (class, tenant) = classify(path, |t| state.config.tenant(t).is_some());
@@ -268,6 +339,39 @@ mod tests {
         assert_eq!(l.tracked(), 3);
         assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
         assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn an_address_holds_at_most_its_connections() {
+        let cfg = RateLimitsConfig {
+            connections: 2,
+            ..RateLimitsConfig::default()
+        };
+        let l = RateLimits::new(&cfg);
+        let a = IpAddr::from([10, 0, 0, 1]);
+        let b = IpAddr::from([10, 0, 0, 2]);
+        let first = l.open_connection(a).unwrap();
+        let second = l.open_connection(a).unwrap();
+        assert!(first.is_some() && second.is_some());
+        assert_eq!(l.open_connection(a).err(), Some(2));
+        let other = l.open_connection(b).unwrap();
+        assert_eq!(l.connected(), 2);
+        drop(first);
+        let third = l.open_connection(a).unwrap();
+        assert!(third.is_some());
+        drop((second, third, other));
+        assert_eq!(l.connected(), 0, "a closed address is forgotten");
+        // Loopback is exempt, and never counted, unless limited.
+        let lo = IpAddr::from([127, 0, 0, 1]);
+        for _ in 0..5 {
+            assert!(l.open_connection(lo).unwrap().is_none());
+        }
+        let limited = RateLimits::new(&RateLimitsConfig {
+            limit_loopback: true,
+            ..cfg
+        });
+        let held = limited.open_connection(lo).unwrap();
+        assert!(held.is_some());
     }
 
     #[test]

@@ -228,7 +228,18 @@ pub async fn serve_until(
     let admit: super::conn::Admit = std::sync::Arc::new(move |peer, uri, headers| {
         super::rate_limit::admit(&limits, peer.ip(), uri.path(), headers)
     });
-    super::conn::serve(listener, app, admit, header_timeout, async move {
+    let counts = state.clone();
+    let gate: super::conn::Gate =
+        std::sync::Arc::new(
+            move |peer| match counts.rate_limits.open_connection(peer.ip()) {
+                Ok(held) => Ok(held.map(|h| Box::new(h) as Box<dyn Send + Sync>)),
+                Err(max) => Err(format!(
+                    "too many connections from {}: at most {max} may be open at once",
+                    peer.ip()
+                )),
+            },
+        );
+    super::conn::serve(listener, app, gate, admit, header_timeout, async move {
         signal.await;
         tracing::info!("shutting down: finishing requests in flight");
         let _ = shutdown_tx.send(true);
