@@ -332,6 +332,18 @@ async fn a_receiver_that_is_down_is_retried_and_gets_everything_in_order() {
     );
     let failed_tries = r.all().iter().filter(|g| !g.accepted).count();
     assert!(failed_tries >= 2);
+    // The log says when the receiver went down and when it came back, not
+    // every retry in between.
+    let log = s.log();
+    let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(lines("delivery failed, will retry"), 1, "{log}");
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("delivery failed again"))
+            .all(|l| l.contains("DEBUG")),
+        "retries are debug: {log}"
+    );
+    assert_eq!(lines("delivered on attempt"), 1, "{log}");
 }
 
 #[tokio::test]

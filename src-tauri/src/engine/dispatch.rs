@@ -353,12 +353,22 @@ impl Engine {
             tracing::error!(item = %item.id, "cannot record an outbox attempt: {e}");
             return false;
         }
+        // A receiver that stays down for hours is retried dozens of times
+        // per item: its first failure, its recovery and giving up are news,
+        // the retries in between are debug.
+        let (id, kind, tries) = (&item.id, &item.kind, item.attempts + 1);
         match (status, &error) {
             ("failed", Some(e)) => {
-                tracing::warn!(item = %item.id, kind = %item.kind, "gave up delivering: {e}")
+                tracing::warn!(item = %id, kind = %kind, "gave up delivering after {tries} attempt(s): {e}")
+            }
+            ("pending", Some(e)) if tries == 1 => {
+                tracing::info!(item = %id, kind = %kind, "delivery failed, will retry: {e}")
             }
             ("pending", Some(e)) => {
-                tracing::info!(item = %item.id, kind = %item.kind, "delivery failed, will retry: {e}")
+                tracing::debug!(item = %id, kind = %kind, "delivery failed again (attempt {tries}), will retry: {e}")
+            }
+            ("delivered", _) if tries > 1 => {
+                tracing::info!(item = %id, kind = %kind, "delivered on attempt {tries}")
             }
             _ => {}
         }
