@@ -224,14 +224,17 @@ pub fn decode_task(v: &Value) -> Result<Task, Error> {
         id: opt_str(m, "id", "task")?.ok_or_else(|| invalid("task.id is required"))?,
         context_id: opt_str(m, "contextId", "task")?.unwrap_or_default(),
         status: decode_status(m.get("status").unwrap_or(&Value::Null))?,
+        // In proto JSON an empty repeated field is the same as an absent
+        // one (and `encode_task` writes neither): both are no artifacts.
         artifacts: match get(m, "artifacts") {
             None | Some(Value::Null) => None,
             Some(_) => Some(
                 list(m, "artifacts", "task")?
                     .iter()
                     .map(decode_artifact)
-                    .collect::<Result<_, _>>()?,
-            ),
+                    .collect::<Result<Vec<_>, _>>()?,
+            )
+            .filter(|a| !a.is_empty()),
         },
         history: list(m, "history", "task")?
             .iter()
@@ -727,6 +730,17 @@ mod tests {
             json!([1, 2])
         );
         assert_eq!(decode_task(&wire).unwrap(), t);
+    }
+
+    /// Found by fuzzing: `"artifacts": []` decoded as an empty list, which
+    /// the writer leaves out, so the task read back had none (`None`).
+    #[test]
+    fn an_empty_artifact_list_is_no_artifacts_and_round_trips() {
+        let wire = json!({"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": []});
+        let t = decode_task(&wire).unwrap();
+        assert_eq!(t.artifacts, None);
+        assert_eq!(decode_task(&encode_task(&t)).unwrap(), t);
     }
 
     /// Tasks and events in this binding's text, member for member, in both
