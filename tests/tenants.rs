@@ -825,18 +825,7 @@ async fn the_person_sees_every_tenants_parked_tasks_with_their_tenant() {
 #[test]
 fn tenant_configs_that_would_be_ambiguous_are_refused() {
     let check = |config: &str, needle: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, config).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
-            .arg("--config")
-            .arg(&path)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{config} should be refused");
+        let err = refused_config(config);
         assert!(err.contains(needle), "{config}: {err}");
     };
     let agent = "\n[[tenants.agents]]\nid = \"inbox\"\n";

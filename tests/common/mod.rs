@@ -12,6 +12,23 @@ use serde_json::{Value, json};
 /// The scripted agent that follows the TCK scenario contract.
 pub const TCK_CONFIG: &str = include_str!("../conformance/tck-agent.toml");
 
+/// Runs `countersign serve` with `config` (written to `c.toml` in a fresh
+/// data dir), expects it to refuse to start, and returns what it said.
+pub fn refused_config(config: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .expect("run countersign serve");
+    assert!(!out.status.success(), "{config} should be refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// `countersign`, run with files of at most `kib` KiB (`RLIMIT_FSIZE`,
 /// with `SIGXFSZ` ignored): a write past that fails as on a full disk.
 pub fn limited_command(kib: u64) -> Command {

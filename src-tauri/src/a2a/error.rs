@@ -55,6 +55,10 @@ pub enum Error {
     /// Too many requests from one caller; retry after this many seconds.
     #[error("Rate limit exceeded: retry after {0} s")]
     RateLimited(u64),
+    /// A connection over its address's limit of open connections (the
+    /// address, the limit); a client may retry once one of them closes.
+    #[error("Too many connections from {0}: at most {1} may be open at once")]
+    TooManyConnections(std::net::IpAddr, usize),
     /// The request body did not arrive within the configured time.
     #[error("Request body not received within {0} seconds")]
     RequestTimeout(u64),
@@ -83,7 +87,7 @@ impl Error {
             // Implementation-defined server error range of JSON-RPC 2.0.
             Error::Unauthenticated(_) => -32000,
             // Also implementation-defined; 429 is its HTTP status.
-            Error::RateLimited(_) => -32029,
+            Error::RateLimited(_) | Error::TooManyConnections(..) => -32029,
         }
     }
 
@@ -110,7 +114,7 @@ impl Error {
             Error::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
             Error::RequestTimeout(_) => "REQUEST_TIMEOUT",
             Error::NotFound(_) => "NOT_FOUND",
-            Error::RateLimited(_) => "RATE_LIMITED",
+            Error::RateLimited(_) | Error::TooManyConnections(..) => "RATE_LIMITED",
         }
     }
 
@@ -127,7 +131,7 @@ impl Error {
             Error::Internal(_) | Error::Storage(_) | Error::InvalidAgentResponse(_) => 500,
             Error::Unauthenticated(_) => 401,
             Error::PayloadTooLarge(_) => 413,
-            Error::RateLimited(_) => 429,
+            Error::RateLimited(_) | Error::TooManyConnections(..) => 429,
             Error::RequestTimeout(_) => 408,
             Error::UnsupportedMediaType(_) => 415,
             _ => 400,
@@ -140,7 +144,9 @@ impl Error {
             Error::TaskNotFound(_) | Error::NotFound(_) | Error::MethodNotFound(_) => "NOT_FOUND",
             Error::Internal(_) | Error::Storage(_) | Error::InvalidAgentResponse(_) => "INTERNAL",
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
-            Error::PayloadTooLarge(_) | Error::RateLimited(_) => "RESOURCE_EXHAUSTED",
+            Error::PayloadTooLarge(_) | Error::RateLimited(_) | Error::TooManyConnections(..) => {
+                "RESOURCE_EXHAUSTED"
+            }
             Error::RequestTimeout(_) => "DEADLINE_EXCEEDED",
             Error::Parse(_)
             | Error::InvalidRequest(_)
@@ -155,6 +161,7 @@ impl Error {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             Error::RateLimited(s) => Some(*s),
+            Error::TooManyConnections(..) => Some(1),
             _ => None,
         }
     }
@@ -226,6 +233,14 @@ mod tests {
         let d = e.details();
         assert_eq!(d[0]["reason"], "RATE_LIMITED");
         assert_eq!(d[1]["retryDelay"], "3s");
+        let e = Error::TooManyConnections([10, 0, 0, 7].into(), 256);
+        assert_eq!((e.code(), e.http_status()), (-32029, 429));
+        assert_eq!(e.grpc_status(), "RESOURCE_EXHAUSTED");
+        assert_eq!(e.retry_after(), Some(1));
+        assert_eq!(
+            e.to_string(),
+            "Too many connections from 10.0.0.7: at most 256 may be open at once"
+        );
         assert_eq!(
             Error::Internal("x".into())
                 .details()

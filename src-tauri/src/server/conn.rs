@@ -10,7 +10,11 @@
 //! down: gracefully first, then dropped if it still lingers.
 //!
 //! Before any of that, a gate counts the connection against its caller's
-//! address; one over the caller's limit is answered 429 at once and closed.
+//! address. One over the caller's limit is still read as HTTP (a client
+//! answered before it has written its request takes the answer for a
+//! protocol error), but every request on it is refused, it closes after
+//! its first answer, and it may idle only [`OVER_LIMIT_IDLE`], so a flood of
+//! silent connections holds each for a second, not the header timeout.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -113,23 +117,39 @@ impl hyper::body::Body for Tracked {
 }
 
 /// What decides, before routing, whether a caller's request is served:
-/// `None` to serve it, or the response that refuses it.
+/// `None` to serve it, or the response that refuses it. The last argument
+/// says the request came on a connection over its caller's limit (see
+/// [`Gate`]), which must be refused.
 pub type Admit = Arc<
-    dyn Fn(SocketAddr, &axum::http::Uri, &axum::http::HeaderMap) -> Option<axum::response::Response>
+    dyn Fn(
+            SocketAddr,
+            &axum::http::Uri,
+            &axum::http::HeaderMap,
+            bool,
+        ) -> Option<axum::response::Response>
         + Send
         + Sync,
 >;
 
-/// What decides, as a connection is accepted, whether it is served:
-/// `Ok` with what to hold while the connection lives (its count against
-/// the caller), or `Err` with why it is turned away.
-pub type Gate =
-    Arc<dyn Fn(SocketAddr) -> Result<Option<Box<dyn Send + Sync>>, String> + Send + Sync>;
+/// How a connection is let in, as it is accepted.
+pub enum Entry {
+    /// Served; what it holds (its count against its caller, if counted)
+    /// is dropped when it ends.
+    Served(Option<Box<dyn Send + Sync>>),
+    /// Over its caller's limit: each request refused, closed after one.
+    OverLimit,
+}
+
+/// What decides, as a connection is accepted, how it is let in.
+pub type Gate = Arc<dyn Fn(SocketAddr) -> Entry + Send + Sync>;
+
+/// How long a connection over its caller's limit may go without a request.
+pub const OVER_LIMIT_IDLE: Duration = Duration::from_secs(1);
 
 /// Accepts connections and serves `app` on each until `stop` resolves, then
 /// lets the requests in flight finish. A connection without a request for
-/// `idle_limit` (see the module's notes) is closed; one `gate` refuses is
-/// answered 429 (see [`turn_away`]).
+/// `idle_limit` (see the module's notes) is closed; one over its caller's
+/// limit (`gate`) has each request refused by `admit`.
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
@@ -148,6 +168,14 @@ pub async fn serve(
         .header_read_timeout(idle_limit);
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
+    let mut refusing = Builder::new(TokioExecutor::new());
+    refusing
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(OVER_LIMIT_IDLE)
+        .keep_alive(false);
+    refusing.http2().timer(TokioTimer::new());
+    let refusing = Arc::new(refusing);
     let (stopping_tx, stopping) = watch::channel(false);
     // Each connection holds a sender; when all are gone, all have ended.
     let (alive_tx, mut all_ended) = mpsc::channel::<()>(1);
@@ -165,18 +193,29 @@ pub async fn serve(
             },
             _ = &mut stop => break,
         };
-        let held = match gate(peer) {
-            Ok(held) => held,
-            Err(why) => {
-                tracing::debug!(%peer, "turned a connection away: {why}");
-                tokio::spawn(turn_away(stream, why));
-                continue;
+        let (held, over_limit) = match gate(peer) {
+            Entry::Served(held) => (held, false),
+            Entry::OverLimit => {
+                tracing::debug!(%peer, "a connection over its caller's limit");
+                (None, true)
             }
         };
         let _ = stream.set_nodelay(true);
         let activity = Arc::new(Activity::new());
-        let service = service(app.clone(), admit.clone(), peer, activity.clone());
-        let (builder, stopping, alive) = (builder.clone(), stopping.clone(), alive_tx.clone());
+        let answered = Arc::new(tokio::sync::Notify::new());
+        let service = service(
+            app.clone(),
+            admit.clone(),
+            peer,
+            activity.clone(),
+            over_limit.then(|| answered.clone()),
+        );
+        let (builder, idle_limit) = if over_limit {
+            (refusing.clone(), OVER_LIMIT_IDLE.min(idle_limit))
+        } else {
+            (builder.clone(), idle_limit)
+        };
+        let (stopping, alive) = (stopping.clone(), alive_tx.clone());
         tokio::spawn(async move {
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             let mut conn = std::pin::pin!(conn);
@@ -196,6 +235,11 @@ pub async fn serve(
                         break;
                     }
                     _ = stopping.wait_for(|s| *s), if !closing => {
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                    // Over the limit: the request being refused is the last.
+                    _ = answered.notified(), if over_limit && !closing => {
                         conn.as_mut().graceful_shutdown();
                         closing = true;
                     }
@@ -222,30 +266,6 @@ pub async fn serve(
     let _ = all_ended.recv().await;
 }
 
-/// Answers a connection the gate refused, whatever it sends: a 429 (the
-/// UI's and the receiver's error shape, as the request is never read) with
-/// `Retry-After: 1` and `Connection: close`, written at once. Then a
-/// lingering close: what the client sends is read and dropped for up to a
-/// second, since closing a socket with unread input resets it, and the
-/// client could lose the answer before reading it.
-async fn turn_away(mut stream: tokio::net::TcpStream, why: String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let body = serde_json::json!({"error": {"code": 429, "message": why}}).to_string();
-    let answer = format!(
-        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
-         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let linger = async {
-        stream.write_all(answer.as_bytes()).await?;
-        stream.shutdown().await?;
-        let mut sink = [0u8; 4096];
-        while stream.read(&mut sink).await? > 0 {}
-        Ok::<_, std::io::Error>(())
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
-}
-
 /// The answer to a request whose handler panicked. What the panic said
 /// goes to the log, not to the caller.
 fn failed_on_a_bug() -> axum::response::Response {
@@ -261,12 +281,15 @@ fn failed_on_a_bug() -> axum::response::Response {
 }
 
 /// The service for one connection: `admit`, then the app, with each request
-/// counted in flight.
+/// counted in flight. With `over_limit`, every request is refused (`admit`
+/// is told so), answered with `Connection: close`, and the connection told
+/// to close through the `Notify`.
 fn service(
     app: axum::Router,
     admit: Admit,
     peer: SocketAddr,
     activity: Arc<Activity>,
+    over_limit: Option<Arc<tokio::sync::Notify>>,
 ) -> hyper_util::service::TowerToHyperService<
     impl tower::Service<
         axum::http::Request<hyper::body::Incoming>,
@@ -281,9 +304,22 @@ fn service(
             activity.http1.store(true, Ordering::Release);
         }
         let in_flight = InFlight::start(&activity);
-        let call = match admit(peer, req.uri(), req.headers()) {
-            None => Ok(app.clone().oneshot(req)),
-            Some(refused) => Err(refused),
+        let call = match (
+            admit(peer, req.uri(), req.headers(), over_limit.is_some()),
+            &over_limit,
+        ) {
+            (Some(mut refused), Some(answered)) => {
+                if req.version() < axum::http::Version::HTTP_2 {
+                    refused.headers_mut().insert(
+                        axum::http::header::CONNECTION,
+                        axum::http::HeaderValue::from_static("close"),
+                    );
+                }
+                answered.notify_one();
+                Err(refused)
+            }
+            (Some(refused), None) => Err(refused),
+            (None, _) => Ok(app.clone().oneshot(req)),
         };
         async move {
             let resp = match call {
@@ -323,8 +359,8 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let gate: Gate = Arc::new(|_| Ok(None));
-        let admit: Admit = Arc::new(|_, _, _| None);
+        let gate: Gate = Arc::new(|_| Entry::Served(None));
+        let admit: Admit = Arc::new(|_, _, _, _| None);
         let server = tokio::spawn(serve(
             listener,
             app,

@@ -43,6 +43,7 @@ pub(super) fn error_response(id: &Value, e: &Error, challenge: Option<String>) -
         Error::Unauthenticated(_)
         | Error::PayloadTooLarge(_)
         | Error::RateLimited(_)
+        | Error::TooManyConnections(..)
         | Error::RequestTimeout(_) => {
             StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST)
         }

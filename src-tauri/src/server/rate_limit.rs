@@ -4,7 +4,8 @@
 //! `Retry-After`, in the error shape of the route it called.
 //!
 //! Each address may also hold only so many connections open at once
-//! (`connections`): one more is answered 429 as it is accepted, and closed.
+//! (`connections`): every request on one more is answered 429, in the
+//! same shapes, and the connection closed (see `conn.rs`).
 //!
 //! Loopback callers (and in-process requests from the desktop window, which
 //! have no address) are exempt unless `limit_loopback` is set.
@@ -226,7 +227,9 @@ fn is_loopback(ip: IpAddr) -> bool {
 }
 
 /// Counts a request from `peer` against its caller's bucket: `None` to go
-/// on, or the 429 (in the route's error shape) when the bucket is empty.
+/// on, or the 429 (in the route's error shape) when the bucket is empty or
+/// the request came on a connection over the address's limit
+/// (`over_limit`).
 /// Called by the connection's service before routing, so a caller over its
 /// quota costs no more than this check. In-process requests (the desktop
 /// window) never pass here.
@@ -235,8 +238,14 @@ pub fn admit(
     peer: IpAddr,
     path: &str,
     headers: &axum::http::HeaderMap,
+    over_limit: bool,
 ) -> Option<Response> {
     let limits = &state.rate_limits;
+    if over_limit {
+        let (class, _) = classify(path, |t| state.config.tenant(t).is_some());
+        let e = Error::TooManyConnections(peer, limits.connections.max);
+        return Some(refuse(class, e, headers));
+    }
     if limits.exempt(peer) {
         return None;
     }
@@ -257,20 +266,19 @@ pub fn admit(
         Ok(()) => None,
         Err(secs) => {
             tracing::debug!(?class, ?key, secs, "rate limited");
-            Some(refuse(class, secs, headers))
+            Some(refuse(class, Error::RateLimited(secs), headers))
         }
     }
 }
 
 /// The 429 for a class, rendered by that binding's one error mapping.
-fn refuse(class: Class, secs: u64, headers: &axum::http::HeaderMap) -> Response {
-    let e = Error::RateLimited(secs);
+fn refuse(class: Class, e: Error, headers: &axum::http::HeaderMap) -> Response {
     match class {
         Class::JsonRpc => super::jsonrpc::error_response(&Value::Null, &e, None),
         Class::Rest | Class::Cards => {
             super::rest::error_response(&e, super::rest::wants_a2a_json(headers))
         }
-        Class::Webhooks => super::webhooks::rate_limited(secs),
+        Class::Webhooks => super::webhooks::rate_limited(&e),
         Class::Ui => super::ui_api::ApiError::A2a(e).into_response(),
     }
 }

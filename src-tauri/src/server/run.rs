@@ -225,18 +225,17 @@ pub async fn serve_until(
     let app = router(state.clone());
     let header_timeout = std::time::Duration::from_secs(state.config.limits.header_timeout_secs);
     let limits = state.clone();
-    let admit: super::conn::Admit = std::sync::Arc::new(move |peer, uri, headers| {
-        super::rate_limit::admit(&limits, peer.ip(), uri.path(), headers)
+    let admit: super::conn::Admit = std::sync::Arc::new(move |peer, uri, headers, over_limit| {
+        super::rate_limit::admit(&limits, peer.ip(), uri.path(), headers, over_limit)
     });
     let counts = state.clone();
     let gate: super::conn::Gate =
         std::sync::Arc::new(
             move |peer| match counts.rate_limits.open_connection(peer.ip()) {
-                Ok(held) => Ok(held.map(|h| Box::new(h) as Box<dyn Send + Sync>)),
-                Err(max) => Err(format!(
-                    "too many connections from {}: at most {max} may be open at once",
-                    peer.ip()
-                )),
+                Ok(held) => {
+                    super::conn::Entry::Served(held.map(|h| Box::new(h) as Box<dyn Send + Sync>))
+                }
+                Err(_) => super::conn::Entry::OverLimit,
             },
         );
     super::conn::serve(listener, app, gate, admit, header_timeout, async move {

@@ -30,17 +30,28 @@ fn answer(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-/// 429 for a sender over its rate limit, in this receiver's error shape.
-pub(super) fn rate_limited(retry_after_secs: u64) -> Response {
+/// 429 for a sender over its rate limit (or its address over its limit of
+/// connections), in this receiver's error shape.
+pub(super) fn rate_limited(e: &crate::a2a::Error) -> Response {
+    let retry_after_secs = e.retry_after().unwrap_or(1);
     let mut resp = answer(
         StatusCode::TOO_MANY_REQUESTS,
-        &format!("rate limit exceeded: retry after {retry_after_secs} s"),
+        &lowercase_first(&e.to_string()),
     );
     resp.headers_mut().insert(
         axum::http::header::RETRY_AFTER,
         axum::http::HeaderValue::from(retry_after_secs),
     );
     resp
+}
+
+/// "Rate limit exceeded" as this receiver's messages read: "rate limit …".
+fn lowercase_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// The token a push carries, from any of the headers senders use.
