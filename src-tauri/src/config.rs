@@ -80,8 +80,8 @@ pub struct RateLimitsConfig {
     pub ui: RateQuota,
     /// Agent cards and every other public document.
     pub cards: RateQuota,
-    /// The most connections one address may hold open at once; one more
-    /// is answered 429 and closed as it is accepted.
+    /// The most connections one address may hold open at once; on one
+    /// more, each request is answered 429 and the connection closed.
     pub connections: usize,
 }
 
