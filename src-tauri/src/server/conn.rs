@@ -282,8 +282,9 @@ fn failed_on_a_bug() -> axum::response::Response {
 
 /// The service for one connection: `admit`, then the app, with each request
 /// counted in flight. With `over_limit`, every request is refused (`admit`
-/// is told so), answered with `Connection: close`, and the connection told
-/// to close through the `Notify`.
+/// is told so) and the connection told to close through the `Notify`: over
+/// HTTP/2 by a graceful shutdown; over HTTP/1 the refusing builder has
+/// keep-alive off, so hyper answers with `Connection: close` and closes.
 fn service(
     app: axum::Router,
     admit: Admit,
@@ -304,22 +305,14 @@ fn service(
             activity.http1.store(true, Ordering::Release);
         }
         let in_flight = InFlight::start(&activity);
-        let call = match (
-            admit(peer, req.uri(), req.headers(), over_limit.is_some()),
-            &over_limit,
-        ) {
-            (Some(mut refused), Some(answered)) => {
-                if req.version() < axum::http::Version::HTTP_2 {
-                    refused.headers_mut().insert(
-                        axum::http::header::CONNECTION,
-                        axum::http::HeaderValue::from_static("close"),
-                    );
+        let call = match admit(peer, req.uri(), req.headers(), over_limit.is_some()) {
+            None => Ok(app.clone().oneshot(req)),
+            Some(refused) => {
+                if let Some(answered) = &over_limit {
+                    answered.notify_one();
                 }
-                answered.notify_one();
                 Err(refused)
             }
-            (Some(refused), None) => Err(refused),
-            (None, _) => Ok(app.clone().oneshot(req)),
         };
         async move {
             let resp = match call {

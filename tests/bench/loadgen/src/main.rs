@@ -178,7 +178,7 @@ async fn connection(o: Rc<Opts>, counter: Rc<Cell<u64>>, start: Instant) -> Tall
                             r.status,
                             String::from_utf8_lossy(body)
                         ))
-                    } else if o.rpc_errors && contains(body, b"\"error\":") {
+                    } else if o.rpc_errors && raw::find(body, b"\"error\":").is_some() {
                         Err(format!("JSON-RPC error: {}", String::from_utf8_lossy(body)))
                     } else {
                         Ok(())
@@ -218,10 +218,6 @@ fn request_head(o: &Opts, authority: &str) -> String {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 fn pct(sorted: &[u32], p: f64) -> f64 {

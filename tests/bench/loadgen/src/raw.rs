@@ -189,7 +189,8 @@ impl Conn {
     }
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+/// Where `needle` first occurs in `hay`.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
