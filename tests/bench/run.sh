@@ -267,6 +267,22 @@ PY
     printf 'countersign\tpushes acknowledged first: %s (load: %s s + %s s warm-up)\t%s\n' "$acked" "$DURATION" "$WARMUP" "$drained" >>"$extras"
     stop
 
+    # Durable SendMessage with `[store] durability = "full"`: each commit is
+    # fsynced before its callers are answered (WAL + synchronous=FULL), so a
+    # power loss loses nothing acknowledged; with the default ("normal") the
+    # checkpoint that follows each commit within 10 ms syncs it.
+    port="$(free_port)"
+    data="$work/countersign-full"
+    mkdir -p "$data"
+    printf '[store]\ndurability = "full"\n\n' >"$data/config.toml"
+    cat "$work/countersign/config.toml" >>"$data/config.toml"
+    base="http://127.0.0.1:$port"
+    start countersign-full "$base/a2a/echo/.well-known/agent-card.json" \
+        "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
+    load countersign 'SendMessage → human (parked; durability = "full": fsynced before the answer)' "$base/a2a/inbox" \
+        --method POST --body "$send_body" --rpc-errors "${V1[@]}"
+    stop
+
     # The queue at QUEUE_TASKS parked tasks: a fresh store filled through
     # SendMessage to the human agent, then the UI's first page.
     port="$(free_port)"
@@ -380,6 +396,16 @@ if [ "$ROUNDS" -gt 0 ]; then
             "http://127.0.0.1:$port/a2a/inbox/.well-known/agent-card.json" \
             "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
     fi
+    if [[ " $SYSTEMS " == *" countersign "* ]]; then
+        port="$(free_port)"
+        data="$work/rounds-countersign-full"
+        mkdir -p "$data"
+        printf '[store]\ndurability = "full"\n\n' >"$data/config.toml"
+        cat "$work/rounds-countersign/config.toml" >>"$data/config.toml"
+        round_start countersign-full "http://127.0.0.1:$port/a2a/inbox" \
+            "http://127.0.0.1:$port/a2a/inbox/.well-known/agent-card.json" \
+            "$CS" serve --data-dir "$data" --bind "127.0.0.1:$port" --config "$data/config.toml"
+    fi
     if [[ " $SYSTEMS " == *" floor "* ]]; then
         port="$(free_port)"
         round_start floor "http://127.0.0.1:$port/" "http://127.0.0.1:$port/.well-known/agent-card.json" \
@@ -441,6 +467,7 @@ for line in open(path):
     errors[system] = errors.get(system, 0) + int(err)
 names = {
     "countersign": "Countersign, SendMessage → human (parked, durable)",
+    "countersign-full": "Countersign, the same with durability = \"full\" (fsynced before the answer)",
     "floor": "minimal durable server",
     "rust": "Rust SDK (in-memory)",
     "js": "JS SDK (in-memory)",
@@ -463,6 +490,8 @@ targets = [
     ("countersign", "py-sqlite", 1, "Countersign / Python SDK on SQLite", "≥ 100×"),
     ("floor", "rust", 1, "minimal durable server / Rust SDK", "(reference)"),
     ("countersign", "floor", 1, "Countersign / minimal durable server", "(reference)"),
+    ("countersign-full", "countersign", 1, "Countersign, durability = \"full\" / the default", "(reference)"),
+    ("countersign-full", "rust", 1, "Countersign, durability = \"full\" / Rust SDK", "(reference)"),
 ]
 for a, b, _, label, target in targets:
     if a not in rate or b not in rate:

@@ -395,6 +395,27 @@ mod tests {
         Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
     }
 
+    /// `[store] durability` reaches SQLite on every connection the store
+    /// opens: the writer's, whose commits it governs, and the readers'.
+    #[tokio::test]
+    async fn durability_sets_how_each_connection_syncs() {
+        let synchronous = |conn: &Connection| -> Result<i64> {
+            Ok(conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
+        };
+        for (durability, want) in [(Durability::Normal, 1), (Durability::Full, 2)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("db.sqlite"), durability).unwrap();
+            assert_eq!(store.write(synchronous).await.unwrap(), want, "{durability:?}");
+            assert_eq!(store.read_point(synchronous).unwrap(), want, "{durability:?}");
+            assert_eq!(store.read(synchronous).await.unwrap(), want, "{durability:?}");
+        }
+        let words = |text: &str| toml::from_str::<crate::config::StoreConfig>(text);
+        assert_eq!(words("").unwrap().durability, Durability::Normal);
+        assert_eq!(words("durability = \"full\"").unwrap().durability, Durability::Full);
+        let wrong = words("durability = \"fsync\"").unwrap_err().to_string();
+        assert!(wrong.contains("unknown variant `fsync`"), "{wrong}");
+    }
+
     /// Every write goes through the writer, which counts its commits: reads
     /// with no commit between them read on in the snapshot the first began
     /// (no lock calls), and the next commit ends it. A row written around
