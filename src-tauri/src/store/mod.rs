@@ -405,14 +405,18 @@ mod tests {
         for (durability, want) in [(Durability::Normal, 1), (Durability::Full, 2)] {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(&dir.path().join("db.sqlite"), durability).unwrap();
-            assert_eq!(store.write(synchronous).await.unwrap(), want, "{durability:?}");
-            assert_eq!(store.read_point(synchronous).unwrap(), want, "{durability:?}");
-            assert_eq!(store.read(synchronous).await.unwrap(), want, "{durability:?}");
+            let seen = (
+                store.write(synchronous).await.unwrap(),
+                store.read_point(synchronous).unwrap(),
+                store.read(synchronous).await.unwrap(),
+            );
+            assert_eq!(seen, (want, want, want), "{durability:?}");
         }
-        let words = |text: &str| toml::from_str::<crate::config::StoreConfig>(text);
-        assert_eq!(words("").unwrap().durability, Durability::Normal);
-        assert_eq!(words("durability = \"full\"").unwrap().durability, Durability::Full);
-        let wrong = words("durability = \"fsync\"").unwrap_err().to_string();
+        let setting = |text: &str| toml::from_str::<crate::config::StoreConfig>(text);
+        let full = setting("durability = \"full\"").unwrap().durability;
+        assert_eq!(setting("").unwrap().durability, Durability::Normal);
+        assert_eq!(full, Durability::Full);
+        let wrong = setting("durability = \"fsync\"").unwrap_err().to_string();
         assert!(wrong.contains("unknown variant `fsync`"), "{wrong}");
     }
 
@@ -459,12 +463,21 @@ mod tests {
             }
             panic!("the checkpoint stayed busy");
         };
+        // A read of another connection, open through the writes, keeps the
+        // checkpoint thread from copying them all back (and the WAL from
+        // starting over) before the snapshot below is taken, however the
+        // threads are scheduled.
+        let pin = Connection::open(&path).unwrap();
+        pin.execute_batch("BEGIN").unwrap();
+        assert_eq!(rules(&pin).unwrap(), 0);
         for i in 0..200 {
             store
                 .write(move |conn| rule(conn, &format!("r{i}")))
                 .await
                 .unwrap();
         }
+        pin.execute_batch("COMMIT").unwrap();
+        drop(pin);
         // Kept, in a snapshot of a WAL not yet copied back.
         assert_eq!(store.read_point(rules).unwrap(), 200);
         let before = frames();
