@@ -22,7 +22,10 @@
 # system's SendMessage is run again in ROUNDS rounds, each system once per
 # round (in an order that turns by one each round), all servers started
 # together on the server's core and idle but for the one loaded; a ratio is
-# taken within each round, and its median and range are reported.
+# taken within each round, and its median and range are reported. Right
+# after its SendMessage, each system with a card target (Countersign, and
+# the Rust SDK and the floor it is compared with) serves its agent card
+# for the same time, so the card ratio is taken within rounds too.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -376,15 +379,35 @@ stalls "after the single runs"
 # each system once per round, the order turned by one each round. Rates go
 # to $rounds (round, system, req/s, p99, errors).
 rounds="$work/rounds.tsv"
+card_rounds="$work/card-rounds.tsv"
 : >"$rounds"
+: >"$card_rounds"
 round_names=()
 round_urls=()
+round_cards=()
 round_start() { # KEY URL CARD_URL CMD...
     local key="$1" url="$2" card="$3"
     shift 3
     quiet_start=1 start "rounds-$key" "$card" "$@"
     round_names+=("$key")
     round_urls+=("$url")
+    # The card target is against the Rust SDK; the floor's is a reference.
+    case "$key" in countersign | floor | rust) round_cards+=("$card") ;; *) round_cards+=("") ;; esac
+}
+# round_load ROUND KEY FILE URL [loadgen options]: one system's turn in a
+# round, appended to FILE.
+round_load() {
+    local r="$1" key="$2" file="$3" url="$4"
+    shift 4
+    local out
+    out="$(taskset -c "$LOAD_CPU" "$LOADGEN" "$url" --conns "$CONNS" --warmup 1 \
+        --duration "$ROUND_SECONDS" "$@" 2>"$work/loadgen.err")" || {
+        log "round $r $key: load generator failed: $(cat "$work/loadgen.err")"
+        exit 1
+    }
+    printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$key" "$(json_field "$out" rps)" \
+        "$(json_field "$out" p99_ms)" "$(json_field "$out" errors)" >>"$file"
+    log "round $r $key ($(basename "$file" .tsv)): $out"
 }
 if [ "$ROUNDS" -gt 0 ]; then
     if [[ " $SYSTEMS " == *" countersign "* ]]; then
@@ -430,15 +453,11 @@ if [ "$ROUNDS" -gt 0 ]; then
     for ((r = 0; r < ROUNDS; r++)); do
         for ((i = 0; i < n; i++)); do
             k=$(((i + r) % n))
-            out="$(taskset -c "$LOAD_CPU" "$LOADGEN" "${round_urls[$k]}" --conns "$CONNS" --warmup 1 \
-                --duration "$ROUND_SECONDS" --method POST --body "${send_body//bench-/round$r-}" \
-                --rpc-errors "${V1[@]}" 2>"$work/loadgen.err")" || {
-                log "round $((r + 1)) ${round_names[$k]}: load generator failed: $(cat "$work/loadgen.err")"
-                exit 1
-            }
-            printf '%s\t%s\t%s\t%s\t%s\n' "$((r + 1))" "${round_names[$k]}" "$(json_field "$out" rps)" \
-                "$(json_field "$out" p99_ms)" "$(json_field "$out" errors)" >>"$rounds"
-            log "round $((r + 1)) ${round_names[$k]}: $out"
+            round_load "$((r + 1))" "${round_names[$k]}" "$rounds" "${round_urls[$k]}" \
+                --method POST --body "${send_body//bench-/round$r-}" --rpc-errors "${V1[@]}"
+            if [ -n "${round_cards[$k]}" ]; then
+                round_load "$((r + 1))" "${round_names[$k]}" "$card_rounds" "${round_cards[$k]}"
+            fi
         done
     done
 fi
@@ -456,48 +475,63 @@ echo "|---|---|---|"
 awk -F'\t' '{printf "| %s | %s | %s |\n", $1, $2, $3}' "$extras"
 if [ -s "$rounds" ]; then
     echo
-    python3 - "$rounds" "$ROUNDS" "$ROUND_SECONDS" <<'PY'
+    python3 - "$rounds" "$card_rounds" "$ROUNDS" "$ROUND_SECONDS" <<'PY'
 import statistics, sys
-path, rounds, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-rate, p99, errors = {}, {}, {}
-for line in open(path):
-    r, system, rps, q99, err = line.rstrip("\n").split("\t")
-    rate.setdefault(system, {})[int(r)] = float(rps)
-    p99.setdefault(system, []).append(float(q99))
-    errors[system] = errors.get(system, 0) + int(err)
-names = {
+sends, cards, rounds, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+
+
+def summarise(path, title, names, targets):
+    rate, p99, errors = {}, {}, {}
+    for line in open(path):
+        r, system, rps, q99, err = line.rstrip("\n").split("\t")
+        rate.setdefault(system, {})[int(r)] = float(rps)
+        p99.setdefault(system, []).append(float(q99))
+        errors[system] = errors.get(system, 0) + int(err)
+    if not rate:
+        return
+    print(title)
+    print()
+    print("| system | median req/s | lowest–highest | worst p99 ms | errors |")
+    print("|---|---:|---:|---:|---:|")
+    for system, by_round in rate.items():
+        v = list(by_round.values())
+        print(f"| {names.get(system, system)} | {statistics.median(v):.0f} | {min(v):.0f}–{max(v):.0f} "
+              f"| {max(p99[system]):.2f} | {errors[system]} |")
+    print()
+    print("| ratio, taken within each round | median | lowest–highest | target |")
+    print("|---|---:|---:|---|")
+    for a, b, label, target in targets:
+        if a not in rate or b not in rate:
+            continue
+        ratios = [rate[a][r] / rate[b][r] for r in rate[a] if r in rate[b] and rate[b][r] > 0]
+        if ratios:
+            print(f"| {label} | {statistics.median(ratios):.2f}× | {min(ratios):.2f}×–{max(ratios):.2f}× | {target} |")
+    print()
+
+
+summarise(sends, f"SendMessage in {rounds} alternating rounds of {secs} s, each system once a round:", {
     "countersign": "Countersign, SendMessage → human (parked, durable)",
     "countersign-full": "Countersign, the same with durability = \"full\" (fsynced before the answer)",
     "floor": "minimal durable server",
     "rust": "Rust SDK (in-memory)",
     "js": "JS SDK (in-memory)",
     "py-sqlite": "Python SDK (SQLite)",
-}
-print(f"SendMessage in {rounds} alternating rounds of {secs} s, each system once a round:")
-print()
-print("| system | median req/s | lowest–highest | worst p99 ms | errors |")
-print("|---|---:|---:|---:|---:|")
-for system, by_round in rate.items():
-    v = list(by_round.values())
-    print(f"| {names.get(system, system)} | {statistics.median(v):.0f} | {min(v):.0f}–{max(v):.0f} "
-          f"| {max(p99[system]):.2f} | {errors[system]} |")
-print()
-print("| ratio, taken within each round | median | lowest–highest | target |")
-print("|---|---:|---:|---|")
-targets = [
-    ("countersign", "rust", 1, "Countersign / Rust SDK", "≥ 1×"),
-    ("countersign", "js", 1, "Countersign / JS SDK", "≥ 10×"),
-    ("countersign", "py-sqlite", 1, "Countersign / Python SDK on SQLite", "≥ 100×"),
-    ("floor", "rust", 1, "minimal durable server / Rust SDK", "(reference)"),
-    ("countersign", "floor", 1, "Countersign / minimal durable server", "(reference)"),
-    ("countersign-full", "countersign", 1, "Countersign, durability = \"full\" / the default", "(reference)"),
-    ("countersign-full", "rust", 1, "Countersign, durability = \"full\" / Rust SDK", "(reference)"),
-]
-for a, b, _, label, target in targets:
-    if a not in rate or b not in rate:
-        continue
-    ratios = [rate[a][r] / rate[b][r] for r in rate[a] if r in rate[b] and rate[b][r] > 0]
-    if ratios:
-        print(f"| {label} | {statistics.median(ratios):.2f}× | {min(ratios):.2f}×–{max(ratios):.2f}× | {target} |")
+}, [
+    ("countersign", "rust", "Countersign / Rust SDK", "≥ 1×"),
+    ("countersign", "js", "Countersign / JS SDK", "≥ 10×"),
+    ("countersign", "py-sqlite", "Countersign / Python SDK on SQLite", "≥ 100×"),
+    ("floor", "rust", "minimal durable server / Rust SDK", "(reference)"),
+    ("countersign", "floor", "Countersign / minimal durable server", "(reference)"),
+    ("countersign-full", "countersign", "Countersign, durability = \"full\" / the default", "(reference)"),
+    ("countersign-full", "rust", "Countersign, durability = \"full\" / Rust SDK", "(reference)"),
+])
+summarise(cards, f"Agent card GET in the same rounds ({secs} s each, right after the system's SendMessage):", {
+    "countersign": "Countersign",
+    "floor": "minimal durable server",
+    "rust": "Rust SDK (in-memory)",
+}, [
+    ("countersign", "rust", "Countersign / Rust SDK", "≥ 1×"),
+    ("floor", "rust", "minimal durable server / Rust SDK", "(reference)"),
+])
 PY
 fi
