@@ -425,3 +425,49 @@ async fn history_is_searchable_and_exports_to_jsonl_and_csv() {
     assert!(rows[0].starts_with("decision_id,decided_at,kind"));
     assert!(csv.contains("\"Restart, the \"\"api\"\"?\""), "{csv}");
 }
+
+/// A decision is on the disk before the person is told it was recorded,
+/// with the default durability too, where other commits reach the disk at
+/// the checkpoint after them; a task parking is such another commit. With
+/// `durability = "full"` every commit is synced by SQLite, and none extra.
+#[tokio::test]
+async fn a_decision_reaches_the_disk_before_it_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("db"));
+    let id = park(&engine, "inbox", "m1", "May I deploy v2?").await;
+    let other = park(&engine, "inbox", "m2", "And v3?").await;
+    assert_eq!(engine.store().synced(), 0, "parking is not synced");
+    let d = engine
+        .decide(&id, input(DecisionKind::Approve, None), "test")
+        .await
+        .unwrap();
+    assert_eq!(d.delivery, "delivered", "{d:?}");
+    assert_eq!(engine.store().synced(), 1);
+    // A decision refused (the turn is decided already) writes nothing new,
+    // but its write asked for the disk all the same.
+    let again = engine
+        .decide(&id, input(DecisionKind::Reject, None), "test")
+        .await;
+    assert!(
+        matches!(again, Err(DecideError::AlreadyDecided(_))),
+        "{again:?}"
+    );
+    engine
+        .decide(&other, input(DecisionKind::Reject, Some("no")), "test")
+        .await
+        .unwrap();
+    assert_eq!(engine.store().synced(), 3);
+
+    let full_dir = tempfile::tempdir().unwrap();
+    let cfg = Config::parse(CONFIG, Path::new("test.toml")).unwrap();
+    let full = Engine::new(
+        Store::open(&full_dir.path().join("db"), Durability::Full).unwrap(),
+        &cfg.agents,
+        cfg.limits,
+    );
+    let id = park(&full, "inbox", "m1", "May I deploy v2?").await;
+    full.decide(&id, input(DecisionKind::Approve, None), "test")
+        .await
+        .unwrap();
+    assert_eq!(full.store().synced(), 0, "SQLite synced it at the commit");
+}

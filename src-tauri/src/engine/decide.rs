@@ -256,10 +256,12 @@ impl Engine {
     ) -> Result<DecisionRecord, DecideError> {
         let tid = task_id.to_owned();
         let actor = actor.to_owned();
+        // On the disk before the person hears it was recorded: a decision
+        // cannot be sent again by whoever made it, as a caller's request can.
         let record = self
             .inner
             .store
-            .write(move |conn| {
+            .write_to_disk(move |conn| {
                 let Some(head) = tasks::head(conn, &tid)? else {
                     return Ok(Err(DecideError::NotFound(tid)));
                 };

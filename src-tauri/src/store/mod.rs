@@ -102,6 +102,8 @@ struct Inner {
     /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
     blocking_reads: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
+    /// See [`Store::synced`].
+    synced: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -125,6 +127,12 @@ impl Store {
         let nudge = checkpoint::start(open_connection(path, durability)?);
         let outbox_queued = Arc::new(tokio::sync::Notify::new());
         let (failing, _) = tokio::sync::watch::channel(None);
+        let synced = Arc::new(AtomicU64::new(0));
+        let wal = (durability == Durability::Normal).then(|| {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            PathBuf::from(wal)
+        });
         let writer = writer::Writer::start(
             conn,
             writer::Hooks {
@@ -135,6 +143,8 @@ impl Store {
                 outbox_queued: outbox_queued.clone(),
                 failing: failing.clone(),
                 readers: readers.clone(),
+                wal,
+                synced: synced.clone(),
             },
         );
         Ok(Store {
@@ -146,6 +156,7 @@ impl Store {
                 readers,
                 blocking_reads: Arc::new(tokio::sync::Semaphore::new(BLOCKING_READS)),
                 path: path.to_path_buf(),
+                synced,
             }),
         })
     }
@@ -160,8 +171,30 @@ impl Store {
     {
         self.inner
             .writer
-            .submit(writer::Isolation::Savepoint, f, |_| {})
+            .submit(writer::Isolation::Savepoint, false, f, |_| {})
             .await
+    }
+
+    /// Like [`Store::write`], and its transaction is on the disk before this
+    /// returns, whatever `[store] durability` says: for what a person did
+    /// (a decision), which no one can send again. With the default
+    /// durability a commit reaches the disk at the checkpoint after it,
+    /// within about 10 ms; a power loss in between would lose it.
+    pub async fn write_to_disk<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+    {
+        self.inner
+            .writer
+            .submit(writer::Isolation::Savepoint, true, f, |_| {})
+            .await
+    }
+
+    /// How many commits were synced for a [`Store::write_to_disk`] (with
+    /// `durability = "full"` every commit is, by SQLite, and none counts).
+    pub fn synced(&self) -> u64 {
+        self.inner.synced.load(Ordering::Relaxed)
     }
 
     /// Like [`Store::write`], and runs `after_commit` on the writer thread right
@@ -175,7 +208,7 @@ impl Store {
     {
         self.inner
             .writer
-            .submit(writer::Isolation::Savepoint, f, after_commit)
+            .submit(writer::Isolation::Savepoint, false, f, after_commit)
             .await
     }
 
@@ -191,7 +224,7 @@ impl Store {
     {
         self.inner
             .writer
-            .submit(writer::Isolation::Batch, f, after_commit)
+            .submit(writer::Isolation::Batch, false, f, after_commit)
             .await
     }
 

@@ -1,7 +1,7 @@
 //! The one writer: a thread that owns the write connection and commits jobs
 //! in batches (group commit). Jobs that arrive while a commit is in flight
 //! share the next transaction, so 32 concurrent writers cost a handful of
-//! fsyncs rather than 32.
+//! commits (and, with `durability = "full"`, of fsyncs) rather than 32.
 //!
 //! A job runs under a savepoint, so that its failure undoes only its own
 //! changes, unless it is one that only the database itself can fail (see
@@ -67,6 +67,12 @@ pub struct Hooks {
     /// The kept read connections: their snapshots end just before each
     /// commit, so that none keeps the WAL from starting over.
     pub readers: super::readers::Readers,
+    /// The WAL file, when commits do not sync it themselves
+    /// (`synchronous = NORMAL`): a batch with a job that asked for the
+    /// disk ([`Writer::submit`]'s `to_disk`) syncs it after its commit.
+    pub wal: Option<std::path::PathBuf>,
+    /// Counts the batches synced that way.
+    pub synced: Arc<AtomicU64>,
 }
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
@@ -78,6 +84,8 @@ type Job = Box<dyn FnOnce(Option<&Connection>, bool) -> Ran + Send>;
 struct Ran {
     complete: Completion,
     spoiled: bool,
+    /// The job's batch must reach the disk before its caller is answered.
+    to_disk: bool,
 }
 
 enum Command {
@@ -114,8 +122,16 @@ impl Writer {
     }
 
     /// Queues `f`; after its transaction commits, `after_commit` runs on the
-    /// writer thread (in commit order) and then the caller is woken.
-    pub async fn submit<R, F, H>(&self, isolation: Isolation, f: F, after_commit: H) -> Result<R>
+    /// writer thread (in commit order) and then the caller is woken. With
+    /// `to_disk`, the transaction is also on the disk by then (a power loss
+    /// keeps it), whatever `[store] durability` says.
+    pub async fn submit<R, F, H>(
+        &self,
+        isolation: Isolation,
+        to_disk: bool,
+        f: F,
+        after_commit: H,
+    ) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
@@ -153,7 +169,11 @@ impl Writer {
                 };
                 let _ = done_tx.send(out);
             });
-            Ran { complete, spoiled }
+            Ran {
+                complete,
+                spoiled,
+                to_disk,
+            }
         });
         self.tx
             .send(Command::Job(job))
@@ -350,10 +370,12 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         .get()
         .is_some_and(|t| t.elapsed() < CAUTION);
     let mut spoiled = false;
+    let mut to_disk = false;
     let completions: Vec<Completion> = jobs
         .map(|job| {
             let ran = job(Some(conn), cautious);
             spoiled |= ran.spoiled;
+            to_disk |= ran.to_disk;
             ran.complete
         })
         .collect();
@@ -382,6 +404,9 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
     let committed = match finished {
         Ok(left) => {
             owed = left;
+            if to_disk {
+                sync_wal(batch.hooks);
+            }
             // Counted before any caller hears of the commit.
             batch.hooks.commits.fetch_add(1, Ordering::Release);
             batch.hooks.after_commit.committed();
@@ -407,6 +432,25 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         c(committed);
     }
     owed
+}
+
+/// Puts what the WAL holds on the disk, for a batch with a job that asked
+/// for it, when commits leave that to the checkpoint (`synchronous =
+/// NORMAL`; with `FULL` the commit itself did it). `fdatasync` on a file
+/// of our own flushes the file, whoever wrote it; it is what SQLite's
+/// `FULL` does at a commit. A failure is logged, not returned: the batch is
+/// committed and readable, and the next checkpoint syncs the WAL again.
+fn sync_wal(hooks: &Hooks) {
+    let Some(path) = &hooks.wal else { return };
+    match std::fs::File::open(path).and_then(|f| f.sync_data()) {
+        Ok(()) => {
+            hooks.synced.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => tracing::error!(
+            "cannot sync {} after a commit that asked for the disk: {e}",
+            path.display()
+        ),
+    }
 }
 
 #[cfg(test)]
