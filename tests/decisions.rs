@@ -33,9 +33,13 @@ steps = [{ complete = "Thanks, carrying on" }]
 "#;
 
 fn engine_at(db: &Path) -> Engine {
+    engine_with(db, Durability::Normal)
+}
+
+fn engine_with(db: &Path, durability: Durability) -> Engine {
     let cfg = Config::parse(CONFIG, Path::new("test.toml")).unwrap();
     Engine::new(
-        Store::open(db, Durability::Normal).unwrap(),
+        Store::open(db, durability).unwrap(),
         &cfg.agents,
         cfg.limits,
     )
@@ -459,12 +463,7 @@ async fn a_decision_reaches_the_disk_before_it_is_answered() {
     assert_eq!(engine.store().synced(), 3);
 
     let full_dir = tempfile::tempdir().unwrap();
-    let cfg = Config::parse(CONFIG, Path::new("test.toml")).unwrap();
-    let full = Engine::new(
-        Store::open(&full_dir.path().join("db"), Durability::Full).unwrap(),
-        &cfg.agents,
-        cfg.limits,
-    );
+    let full = engine_with(&full_dir.path().join("db"), Durability::Full);
     let id = park(&full, "inbox", "m1", "May I deploy v2?").await;
     full.decide(&id, input(DecisionKind::Approve, None), "test")
         .await
