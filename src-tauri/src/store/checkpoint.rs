@@ -4,7 +4,15 @@
 //! load was the checkpoint. Here a thread with its own connection copies the
 //! WAL back into the database (`PASSIVE`: it never blocks the writer or
 //! readers) at most every [`INTERVAL`] while commits keep coming.
+//!
+//! With `synchronous = NORMAL` a checkpoint is also what puts commits on
+//! the disk: SQLite syncs the WAL before it copies frames back. A
+//! checkpoint held back by a read (one that another process keeps open: a
+//! backup, a `sqlite3` shell) copies nothing and so syncs nothing; this
+//! thread syncs the WAL itself then, so commits still reach the disk within
+//! an interval.
 
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -39,19 +47,30 @@ impl Nudge {
 }
 
 /// Starts the thread on `conn`; it ends when every [`Nudge`] is dropped.
-pub fn start(conn: Connection) -> Nudge {
+/// `wal`, the WAL's path when commits leave syncing it to checkpoints
+/// (`synchronous = NORMAL`), is synced after a checkpoint that copied
+/// nothing though frames were left.
+pub fn start(conn: Connection, wal: Option<PathBuf>) -> Nudge {
     let (tx, rx) = mpsc::sync_channel::<()>(1);
     let spawned = thread::Builder::new()
         .name("store-checkpoint".into())
-        .spawn(move || run(&conn, &rx));
+        .spawn(move || run(&conn, &rx, wal.as_deref()));
     if let Err(e) = spawned {
         tracing::warn!("cannot start the checkpoint thread (commits will checkpoint): {e}");
     }
     Nudge(tx)
 }
 
-fn run(conn: &Connection, rx: &mpsc::Receiver<()>) {
+/// Syncs the WAL at `path` (`fdatasync` through a handle of our own
+/// flushes the file, whoever wrote it).
+pub fn sync_wal(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path).and_then(|f| f.sync_data())
+}
+
+fn run(conn: &Connection, rx: &mpsc::Receiver<()>, wal: Option<&Path>) {
     let mut last = Instant::now();
+    // Frames copied back by the last checkpoint, as it counted them.
+    let mut was_copied = -1;
     while rx.recv().is_ok() {
         // Let commits gather: one checkpoint per interval at most.
         if let Some(wait) = INTERVAL.checked_sub(last.elapsed()) {
@@ -68,7 +87,17 @@ fn run(conn: &Connection, rx: &mpsc::Receiver<()>) {
             ))
         });
         match done {
-            Ok((_, log, copied)) => tracing::trace!(log, copied, "checkpoint"),
+            Ok((_, log, copied)) => {
+                tracing::trace!(log, copied, "checkpoint");
+                if let Some(wal) = wal
+                    && copied < log
+                    && copied == was_copied
+                    && let Err(e) = sync_wal(wal)
+                {
+                    tracing::error!("cannot sync {}: {e}", wal.display());
+                }
+                was_copied = copied;
+            }
             Err(e) => tracing::warn!("WAL checkpoint failed: {e}"),
         }
     }

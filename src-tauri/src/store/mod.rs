@@ -124,15 +124,15 @@ impl Store {
         let readers = readers::Readers::new(path, durability, commits.clone(), KEPT_READERS);
         // Checkpoints run on their own thread and connection.
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
-        let nudge = checkpoint::start(open_connection(path, durability)?);
-        let outbox_queued = Arc::new(tokio::sync::Notify::new());
-        let (failing, _) = tokio::sync::watch::channel(None);
-        let synced = Arc::new(AtomicU64::new(0));
         let wal = (durability == Durability::Normal).then(|| {
             let mut wal = path.as_os_str().to_owned();
             wal.push("-wal");
             PathBuf::from(wal)
         });
+        let nudge = checkpoint::start(open_connection(path, durability)?, wal.clone());
+        let outbox_queued = Arc::new(tokio::sync::Notify::new());
+        let (failing, _) = tokio::sync::watch::channel(None);
+        let synced = Arc::new(AtomicU64::new(0));
         let writer = writer::Writer::start(
             conn,
             writer::Hooks {

@@ -436,13 +436,12 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
 
 /// Puts what the WAL holds on the disk, for a batch with a job that asked
 /// for it, when commits leave that to the checkpoint (`synchronous =
-/// NORMAL`; with `FULL` the commit itself did it). `fdatasync` on a file
-/// of our own flushes the file, whoever wrote it; it is what SQLite's
-/// `FULL` does at a commit. A failure is logged, not returned: the batch is
+/// NORMAL`; with `FULL` the commit itself did it): what SQLite's `FULL`
+/// does at a commit. A failure is logged, not returned: the batch is
 /// committed and readable, and the next checkpoint syncs the WAL again.
 fn sync_wal(hooks: &Hooks) {
     let Some(path) = &hooks.wal else { return };
-    match std::fs::File::open(path).and_then(|f| f.sync_data()) {
+    match super::checkpoint::sync_wal(path) {
         Ok(()) => {
             hooks.synced.fetch_add(1, Ordering::Relaxed);
         }
