@@ -74,6 +74,12 @@ impl Server {
         )
     }
 
+    /// Runs `cmd serve …` (the binary, with what `cmd` adds: environment,
+    /// limits) on an existing data dir.
+    pub fn start_cmd_in(cmd: Command, dir: &Path, config: Option<&str>) -> Server {
+        Server::spawn(cmd, dir, config, &[])
+    }
+
     /// Starts a server in a fresh data dir that may write files of at most
     /// `kib` KiB (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored): a write past that
     /// fails as it would on a full disk. [`Server::lift_file_limit`] gives

@@ -1,0 +1,278 @@
+//! Power cuts for tests: a library preloaded into the server
+//! (`LD_PRELOAD`) that records, before each write to the files it watches,
+//! the bytes that write replaces, and marks each `fsync`/`fdatasync` of
+//! them. After the server is killed, `tests/power_loss.rs` reads that
+//! record and undoes every write made after its file's last sync, or a
+//! prefix of those writes with the next one torn: what a disk may hold
+//! after the power went, when nothing unsynced had to reach it.
+//!
+//! Everything else (reads, `mmap`, the `-shm` file) goes to the file
+//! system as it would. The process is only ever slowed: one lock is held
+//! across each watched write and sync, so the record's order is the disk's.
+//!
+//! Environment:
+//! - `POWERCUT_FILES`: the watched files, absolute paths separated by `:`
+//!   (their index in this list names them in the record);
+//! - `POWERCUT_LOG`: the record, appended to.
+//!
+//! A record is a kind byte (`W` a write, `T` a truncation, `S` a sync), the
+//! file's index (a byte), then for `W` and `T` four little-endian u64s and
+//! the old bytes: `W` offset, length written, the file's size before, the
+//! number of old bytes; `T` the new length, the old size, 0, the number of
+//! old bytes (those cut off).
+//!
+//! Built by `cargo test` as an example (a `cdylib`).
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::{CStr, CString, c_int, c_void};
+use std::sync::{Mutex, OnceLock};
+
+use libc::{off_t, size_t, ssize_t};
+
+type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
+type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t;
+type TruncateFn = unsafe extern "C" fn(c_int, off_t) -> c_int;
+type SyncFn = unsafe extern "C" fn(c_int) -> c_int;
+
+/// The C library's own functions, found past this library.
+struct Real {
+    write: WriteFn,
+    pwrite: PwriteFn,
+    pwrite64: PwriteFn,
+    ftruncate: TruncateFn,
+    ftruncate64: TruncateFn,
+    fsync: SyncFn,
+    fdatasync: SyncFn,
+}
+
+struct Watch {
+    files: Vec<Vec<u8>>,
+    log: c_int,
+    lock: Mutex<()>,
+}
+
+struct Shim {
+    real: Real,
+    watch: Option<Watch>,
+}
+
+static SHIM: OnceLock<Shim> = OnceLock::new();
+
+unsafe fn next(name: &CStr) -> *mut c_void {
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if f.is_null() {
+        // Nothing sensible can run without the real function.
+        unsafe { libc::abort() };
+    }
+    f
+}
+
+fn shim() -> &'static Shim {
+    SHIM.get_or_init(|| unsafe {
+        let real = Real {
+            write: std::mem::transmute::<*mut c_void, WriteFn>(next(c"write")),
+            pwrite: std::mem::transmute::<*mut c_void, PwriteFn>(next(c"pwrite")),
+            pwrite64: std::mem::transmute::<*mut c_void, PwriteFn>(next(c"pwrite64")),
+            ftruncate: std::mem::transmute::<*mut c_void, TruncateFn>(next(c"ftruncate")),
+            ftruncate64: std::mem::transmute::<*mut c_void, TruncateFn>(next(c"ftruncate64")),
+            fsync: std::mem::transmute::<*mut c_void, SyncFn>(next(c"fsync")),
+            fdatasync: std::mem::transmute::<*mut c_void, SyncFn>(next(c"fdatasync")),
+        };
+        Shim {
+            real,
+            watch: watch(),
+        }
+    })
+}
+
+unsafe fn watch() -> Option<Watch> {
+    let files = std::env::var_os("POWERCUT_FILES")?;
+    let log = std::env::var_os("POWERCUT_LOG")?;
+    let log = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(log.as_os_str())).ok()?;
+    let fd = unsafe {
+        libc::open(
+            log.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        unsafe { libc::abort() };
+    }
+    let files = std::os::unix::ffi::OsStrExt::as_bytes(files.as_os_str())
+        .split(|b| *b == b':')
+        .map(<[u8]>::to_vec)
+        .collect();
+    Some(Watch {
+        files,
+        log: fd,
+        lock: Mutex::new(()),
+    })
+}
+
+impl Watch {
+    /// The index of the watched file `fd` is open on.
+    fn file(&self, fd: c_int) -> Option<u8> {
+        let link = format!("/proc/self/fd/{fd}\0");
+        let mut buf = [0u8; 4096];
+        let n =
+            unsafe { libc::readlink(link.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len() - 1) };
+        let path = buf.get(..usize::try_from(n).ok()?)?;
+        let i = self.files.iter().position(|f| f == path)?;
+        u8::try_from(i).ok()
+    }
+
+    fn size(fd: c_int) -> u64 {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            unsafe { libc::abort() };
+        }
+        u64::try_from(st.st_size).unwrap_or(0)
+    }
+
+    /// The bytes of `fd` in `[from, to)` (within the file), read through a
+    /// descriptor of our own: `fd` may be open for writing only.
+    fn read(fd: c_int, from: u64, to: u64) -> Vec<u8> {
+        let mut old = vec![0u8; usize::try_from(to.saturating_sub(from)).unwrap_or(0)];
+        if old.is_empty() {
+            return old;
+        }
+        let link = format!("/proc/self/fd/{fd}\0");
+        let own = unsafe { libc::open(link.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if own < 0 {
+            unsafe { libc::abort() };
+        }
+        let mut done = 0;
+        while done < old.len() {
+            let at = off_t::try_from(from + done as u64).unwrap_or(off_t::MAX);
+            let n =
+                unsafe { libc::pread(own, old[done..].as_mut_ptr().cast(), old.len() - done, at) };
+            if n <= 0 {
+                unsafe { libc::abort() };
+            }
+            done += n as usize;
+        }
+        unsafe { libc::close(own) };
+        old
+    }
+
+    /// Appends a record: `nums` and `old` are left out of a sync's.
+    fn append(&self, real: &Real, kind: u8, file: u8, nums: [u64; 3], old: &[u8]) {
+        let mut rec = Vec::with_capacity(2 + 32 + old.len());
+        rec.extend_from_slice(&[kind, file]);
+        if kind != b'S' {
+            for n in nums.into_iter().chain([old.len() as u64]) {
+                rec.extend_from_slice(&n.to_le_bytes());
+            }
+            rec.extend_from_slice(old);
+        }
+        let mut done = 0;
+        while done < rec.len() {
+            let n =
+                unsafe { (real.write)(self.log, rec[done..].as_ptr().cast(), rec.len() - done) };
+            if n <= 0 {
+                unsafe { libc::abort() };
+            }
+            done += n as usize;
+        }
+    }
+
+    /// Records what a write of `len` bytes at `off` replaces.
+    fn before_write(&self, real: &Real, file: u8, fd: c_int, off: u64, len: u64) {
+        let size = Self::size(fd);
+        let old = Self::read(fd, off.min(size), (off + len).min(size));
+        self.append(real, b'W', file, [off, len, size], &old);
+    }
+}
+
+unsafe fn written(
+    fd: c_int,
+    off: Option<off_t>,
+    len: size_t,
+    op: impl FnOnce() -> ssize_t,
+) -> ssize_t {
+    let s = shim();
+    let Some(w) = &s.watch else { return op() };
+    let Some(file) = w.file(fd) else { return op() };
+    let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
+    let off = match off {
+        Some(o) => o,
+        None => unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) },
+    };
+    if let Ok(off) = u64::try_from(off) {
+        w.before_write(&s.real, file, fd, off, len as u64);
+    }
+    op()
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, len: size_t) -> ssize_t {
+    unsafe { written(fd, None, len, || (shim().real.write)(fd, buf, len)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, len: size_t, off: off_t) -> ssize_t {
+    unsafe {
+        written(fd, Some(off), len, || {
+            (shim().real.pwrite)(fd, buf, len, off)
+        })
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(
+    fd: c_int,
+    buf: *const c_void,
+    len: size_t,
+    off: off_t,
+) -> ssize_t {
+    unsafe {
+        written(fd, Some(off), len, || {
+            (shim().real.pwrite64)(fd, buf, len, off)
+        })
+    }
+}
+
+unsafe fn truncated(fd: c_int, len: off_t, op: impl FnOnce() -> c_int) -> c_int {
+    let s = shim();
+    let Some(w) = &s.watch else { return op() };
+    let Some(file) = w.file(fd) else { return op() };
+    let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
+    let new = u64::try_from(len).unwrap_or(0);
+    let size = Watch::size(fd);
+    let cut = Watch::read(fd, new.min(size), size);
+    w.append(&s.real, b'T', file, [new, size, 0], &cut);
+    op()
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
+    unsafe { truncated(fd, len, || (shim().real.ftruncate)(fd, len)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
+    unsafe { truncated(fd, len, || (shim().real.ftruncate64)(fd, len)) }
+}
+
+unsafe fn synced(fd: c_int, op: impl FnOnce() -> c_int) -> c_int {
+    let s = shim();
+    let Some(w) = &s.watch else { return op() };
+    let Some(file) = w.file(fd) else { return op() };
+    let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
+    let r = op();
+    if r == 0 {
+        w.append(&s.real, b'S', file, [0, 0, 0], &[]);
+    }
+    r
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    unsafe { synced(fd, || (shim().real.fsync)(fd)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    unsafe { synced(fd, || (shim().real.fdatasync)(fd)) }
+}
