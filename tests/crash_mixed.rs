@@ -2,14 +2,18 @@
 //! scripted ones with push configs, watched ones started on a peer — whose
 //! pushes come back to our webhook receiver) and decide parked tasks, while
 //! the server is killed with SIGKILL and restarted on the same data dir, five
-//! times. Afterwards every acknowledged task and decision is there, every
+//! times; then again with `durability = "full"` and a power cut after each
+//! kill (`common::powercut`). Afterwards every acknowledged task and
+//! decision is there, every
 //! owed delivery went out, no decision reached the peer twice, the
 //! database passes `PRAGMA integrity_check`, and the queue's counts match
 //! its open turns.
 mod common;
+use common::powercut::{Cut, cut_power, preloaded};
 use common::*;
 
 use std::collections::{HashMap, HashSet};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -231,18 +235,53 @@ async fn get(http: &reqwest::Client, url: &str, token: &str) -> Value {
         .unwrap()
 }
 
+/// How each round ends.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// SIGKILL: what the server wrote stays in the operating system's
+    /// cache.
+    Kill,
+    /// SIGKILL, then what was written since the last sync of the database
+    /// or its WAL is undone (`common::powercut`), on a store with
+    /// `durability = "full"`.
+    PowerCut,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mixed_load_survives_five_kills() {
+    mixed_load(End::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_full_durability_mixed_load_survives_five_power_cuts() {
+    mixed_load(End::PowerCut).await;
+}
+
+async fn mixed_load(end: End) {
     let hook = Hook::start().await;
     let b = Server::start(Some(PEER_B));
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config_a(&b);
+    let mut cfg = config_a(&b);
+    if end == End::PowerCut {
+        cfg = format!("[store]\ndurability = \"full\"\n{cfg}");
+    }
+    let files = [
+        dir.path().join("countersign.db"),
+        dir.path().join("countersign.db-wal"),
+    ];
+    let log = dir.path().join("powercut.log");
     let ledger: Arc<Mutex<Ledger>> = Arc::default();
     let mut kills = 0;
-    for _ in 0..ROUNDS {
-        let mut a = Server::start_in(dir.path(), Some(&cfg), &[]);
+    for round in 0..ROUNDS {
+        let mut a = match end {
+            End::Kill => Server::start_in(dir.path(), Some(&cfg), &[]),
+            End::PowerCut => {
+                let cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
+                Server::start_cmd_in(preloaded(cmd, &files, &log), dir.path(), Some(&cfg))
+            }
+        };
         let token = a.ui_token();
-        let round = tokio::spawn(load(
+        let work = tokio::spawn(load(
             a.base.clone(),
             token,
             hook.url.clone(),
@@ -259,11 +298,20 @@ async fn mixed_load_survives_five_kills() {
         }
         a.kill9();
         kills += 1;
-        let acked = round.await.unwrap();
+        let acked = work.await.unwrap();
         eprintln!(
             "round {kills}: {acked} acknowledged, killed after {:?}",
             started.elapsed()
         );
+        if end == End::PowerCut {
+            let cut = if round % 2 == 0 {
+                Cut::Unsynced
+            } else {
+                Cut::Torn(0xc0ffee + round as u64)
+            };
+            let (undone, torn) = cut_power(&files, &log, cut);
+            eprintln!("  {cut:?}: undid {undone} writes (torn: {torn})");
+        }
     }
 
     // Last start: let it finish what is owed.

@@ -2,6 +2,8 @@
 //! with a real data dir, and speaks HTTP to it.
 #![allow(dead_code)]
 
+pub mod powercut;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,200 @@
+//! Power cuts, simulated: the server runs with the power-cut library
+//! (`tests/powercut/shim.rs`) preloaded, which records what each write to
+//! the watched files replaces and each sync of them; after the server is
+//! killed, [`cut_power`] undoes what a disk may lose.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The power-cut library, built by `cargo test` as an example.
+pub fn shim() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_countersign"));
+    let so = bin
+        .parent()
+        .expect("the binary's folder")
+        .join("examples/libpowercut.so");
+    assert!(
+        so.exists(),
+        "{} is missing: `cargo test` builds it, and so does \
+         `cargo build --no-default-features --example powercut`",
+        so.display()
+    );
+    so
+}
+
+/// `cmd` with the power-cut library preloaded, watching `files`.
+pub fn preloaded(mut cmd: Command, files: &[PathBuf], log: &Path) -> Command {
+    let files: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    cmd.env("LD_PRELOAD", shim())
+        .env("POWERCUT_FILES", files.join(":"))
+        .env("POWERCUT_LOG", log);
+    cmd
+}
+
+/// One record of the library (its format: tests/powercut/shim.rs).
+#[derive(Debug)]
+enum Record {
+    Write {
+        file: usize,
+        off: u64,
+        len: u64,
+        size: u64,
+        old: Vec<u8>,
+    },
+    Truncate {
+        file: usize,
+        len: u64,
+        size: u64,
+        old: Vec<u8>,
+    },
+    Sync {
+        file: usize,
+    },
+}
+
+impl Record {
+    fn file(&self) -> usize {
+        match self {
+            Record::Write { file, .. } | Record::Truncate { file, .. } | Record::Sync { file } => {
+                *file
+            }
+        }
+    }
+}
+
+fn records(log: &[u8]) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let u64_at = |at: usize| u64::from_le_bytes(log[at..at + 8].try_into().unwrap());
+    while at < log.len() {
+        let (kind, file) = (log[at], usize::from(log[at + 1]));
+        at += 2;
+        if kind == b'S' {
+            out.push(Record::Sync { file });
+            continue;
+        }
+        let (a, b, c, n) = (u64_at(at), u64_at(at + 8), u64_at(at + 16), u64_at(at + 24));
+        at += 32;
+        let old = log[at..at + n as usize].to_vec();
+        at += n as usize;
+        out.push(match kind {
+            b'W' => Record::Write {
+                file,
+                off: a,
+                len: b,
+                size: c,
+                old,
+            },
+            b'T' => Record::Truncate {
+                file,
+                len: a,
+                size: b,
+                old,
+            },
+            k => panic!("unknown record kind {k}"),
+        });
+    }
+    out
+}
+
+/// What the disk keeps of the writes made since their file's last sync.
+#[derive(Clone, Copy, Debug)]
+pub enum Cut {
+    /// None of them.
+    Unsynced,
+    /// Those before a point picked by the seed, and of the write at that
+    /// point its first sectors (perhaps none).
+    Torn(u64),
+}
+
+/// splitmix64: a seeded sequence, so a failing cut can be replayed.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Undoes `r`'s write but for its first `keep` bytes.
+fn undo(files: &[File], r: &Record, keep: u64) {
+    match r {
+        Record::Write {
+            file,
+            off,
+            len,
+            size,
+            old,
+        } => {
+            let f = &files[*file];
+            let keep = keep.min(*len);
+            if (keep as usize) < old.len() {
+                f.write_all_at(&old[keep as usize..], off + keep).unwrap();
+            }
+            let end = (*size).max(if keep > 0 { off + keep } else { 0 });
+            if f.metadata().unwrap().len() > end {
+                f.set_len(end).unwrap();
+            }
+        }
+        Record::Truncate {
+            file,
+            len,
+            size,
+            old,
+        } => {
+            let f = &files[*file];
+            f.set_len(*size).unwrap();
+            f.write_all_at(old, *len).unwrap();
+        }
+        Record::Sync { .. } => unreachable!("a sync is never undone"),
+    }
+}
+
+/// Applies a power cut to `files` from the library's `log`, then removes
+/// the log. Returns how many writes were undone, and whether one was torn.
+pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
+    let recs = records(&std::fs::read(log).unwrap());
+    let mut last_sync = vec![None; files.len()];
+    for (i, r) in recs.iter().enumerate() {
+        if let Record::Sync { file } = r {
+            last_sync[*file] = Some(i);
+        }
+    }
+    let unsynced: Vec<&Record> = recs
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| {
+            !matches!(r, Record::Sync { .. }) && last_sync[r.file()].is_none_or(|s| *i > s)
+        })
+        .map(|(_, r)| r)
+        .collect();
+    let opened: Vec<File> = files
+        .iter()
+        .map(|f| OpenOptions::new().write(true).open(f).unwrap())
+        .collect();
+    let (kept, torn) = match cut {
+        Cut::Unsynced => (0, None),
+        Cut::Torn(seed) => {
+            let mut s = seed;
+            let kept = (next(&mut s) % (unsynced.len() as u64 + 1)) as usize;
+            let torn = match unsynced.get(kept) {
+                Some(Record::Write { len, .. }) => Some(next(&mut s) % (len / 512 + 1) * 512),
+                _ => None,
+            };
+            (kept, torn)
+        }
+    };
+    for r in unsynced.iter().skip(kept + 1).rev() {
+        undo(&opened, r, 0);
+    }
+    if let Some(r) = unsynced.get(kept) {
+        undo(&opened, r, torn.unwrap_or(0));
+    }
+    for f in &opened {
+        f.sync_all().unwrap();
+    }
+    std::fs::remove_file(log).unwrap();
+    (unsynced.len().saturating_sub(kept), torn.is_some())
+}
