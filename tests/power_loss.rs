@@ -19,7 +19,7 @@
 //! or not. Either way the database passes `PRAGMA integrity_check` and the
 //! queue's counts match its turns.
 mod common;
-use common::powercut::{Cut, cut_power, preloaded};
+use common::powercut::{Cut, cut_power, preloaded, syncs};
 use common::*;
 
 use std::collections::HashMap;
@@ -419,4 +419,39 @@ async fn with_full_durability_a_power_cut_loses_nothing_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn by_default_a_power_cut_loses_no_decision_and_only_the_last_milliseconds() {
     rounds("normal").await;
+}
+
+/// Files made outside SQLite survive a power loss by name too: the data
+/// dir is synced after the UI token and the card's signing key are made
+/// on the first start, and after each save of the UI's settings (a
+/// rename that a power loss could otherwise undo).
+#[tokio::test]
+async fn secrets_and_saved_settings_sync_the_data_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let log = tmp.path().join("powercut.log");
+    let cmd = preloaded(
+        Command::new(env!("CARGO_BIN_EXE_countersign")),
+        std::slice::from_ref(&dir),
+        &log,
+    );
+    let mut s = Server::start_cmd_in(cmd, &dir, Some(AGENTS));
+    let api = Api::new(&s);
+    // Two by SQLite as it creates its files, one after the token, one
+    // after the key (2 before they were synced).
+    let at_start = syncs(&log, 0);
+    assert_eq!(at_start, 4, "the token and the key, each synced once");
+    let (status, got) = api.call(reqwest::Method::GET, "/settings", None).await;
+    assert_eq!(status, 200, "{got}");
+    let mut settings = got["settings"].clone();
+    settings["theme"] = json!("dark");
+    let (status, saved) = api
+        .call(reqwest::Method::PUT, "/settings", Some(settings))
+        .await;
+    assert_eq!(status, 200, "{saved}");
+    assert_eq!(saved["settings"]["theme"], "dark");
+    assert_eq!(syncs(&log, 0), at_start + 1, "the save synced the folder");
+    s.kill9();
 }

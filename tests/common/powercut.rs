@@ -99,6 +99,15 @@ fn records(log: &[u8]) -> Vec<Record> {
     out
 }
 
+/// How many syncs of watched file `file` the library's `log` records.
+pub fn syncs(log: &Path, file: usize) -> usize {
+    let log = std::fs::read(log).unwrap_or_default();
+    records(&log)
+        .iter()
+        .filter(|r| matches!(r, Record::Sync { file: f } if *f == file))
+        .count()
+}
+
 /// What the disk keeps of the writes made since their file's last sync.
 #[derive(Clone, Copy, Debug)]
 pub enum Cut {

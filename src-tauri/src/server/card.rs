@@ -501,15 +501,13 @@ pub fn load_key(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = CardKey::generate().map_err(|e| KeyError::Bad(path.clone(), e))?;
             let pem = key.to_pem().map_err(|e| KeyError::Bad(path.clone(), e))?;
-            let write = |e| KeyError::Write(path.clone(), e);
-            let tmp = super::ui_auth::write_private_temp(&path, pem.as_bytes()).map_err(write)?;
-            // A hard link fails if another process made a key first: use that.
-            let placed = std::fs::hard_link(&tmp, &path);
-            let _ = std::fs::remove_file(&tmp);
+            let placed =
+                super::ui_auth::write_private(&path, pem.as_bytes(), super::ui_auth::Replace::No);
             match placed {
                 Ok(()) => Ok(key),
+                // Another process made a key first: use that.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
-                Err(e) => Err(write(e)),
+                Err(e) => Err(KeyError::Write(path.clone(), e)),
             }
         }
         Err(e) => Err(KeyError::Read(path, e)),

@@ -159,6 +159,8 @@ impl InstanceFile {
         };
         let mut body = serde_json::to_vec_pretty(&info).map_err(std::io::Error::other)?;
         body.push(b'\n');
+        // Not `write_private`: the folder is not synced, since what this
+        // announces, a running process, cannot outlive a power loss.
         let tmp = write_private_temp(&path, &body)?;
         if let Err(e) = std::fs::rename(&tmp, &path) {
             let _ = std::fs::remove_file(&tmp);

@@ -141,26 +141,50 @@ impl UiSecret {
         Ok(UiSecret { token })
     }
 
-    /// Writes the secret to a private temporary file, then moves it into
-    /// place: the file is never visible with other permissions or half
-    /// written. `Replace::No` fails with `AlreadyExists` if `path` exists.
+    /// Writes the secret with [`write_private`]: `Replace::No` fails with
+    /// `AlreadyExists` if `path` exists.
     fn write_to(&self, path: &Path, replace: Replace) -> Result<(), SecretError> {
-        let io = |e| SecretError::Io(path.to_path_buf(), e);
-        let tmp = write_private_temp(path, format!("{}\n", self.token).as_bytes()).map_err(io)?;
-        let placed = match replace {
-            // A hard link fails if the target exists: no race with a
-            // second process making its own secret at the same moment.
-            Replace::No => std::fs::hard_link(&tmp, path),
-            Replace::Yes => std::fs::rename(&tmp, path),
-        };
-        let _ = std::fs::remove_file(&tmp);
-        placed.map_err(io)
+        write_private(path, format!("{}\n", self.token).as_bytes(), replace)
+            .map_err(|e| SecretError::Io(path.to_path_buf(), e))
     }
 }
 
-enum Replace {
+/// How [`write_private`] puts a file in place.
+pub(crate) enum Replace {
+    /// Over whatever is there.
     Yes,
+    /// Only where nothing is: a second process making its own file at the
+    /// same moment gets `AlreadyExists`.
     No,
+}
+
+/// Writes `contents` to `path`, readable by the owner only: into a synced
+/// temporary file, then moved into place, so the file is never visible with
+/// other permissions or half written. The folder is synced after, so the
+/// new name survives a power loss too: a person's saved settings, or a key
+/// peers have pinned, must not come back as they were before. (A failed
+/// sync of the folder is logged: the file is in place.)
+pub(crate) fn write_private(path: &Path, contents: &[u8], replace: Replace) -> std::io::Result<()> {
+    let tmp = write_private_temp(path, contents)?;
+    let placed = match replace {
+        // A hard link fails if the target exists.
+        Replace::No => std::fs::hard_link(&tmp, path),
+        Replace::Yes => std::fs::rename(&tmp, path),
+    };
+    let _ = std::fs::remove_file(&tmp);
+    placed?;
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Err(e) = std::fs::File::open(folder).and_then(|d| d.sync_all()) {
+        tracing::warn!(
+            "cannot sync {} after writing {}: {e}",
+            folder.display(),
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Creates `<path>.tmp-<random>` readable by the owner only (never anything

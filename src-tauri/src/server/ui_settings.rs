@@ -220,13 +220,11 @@ impl SettingsFile {
         }
     }
 
-    /// Writes the settings whole: a temporary file, synced, then renamed.
+    /// Writes the settings whole: a temporary file, synced, then renamed,
+    /// and the folder synced ([`super::ui_auth::write_private`]).
     pub fn write(&self, s: &UiSettings) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?;
-        let tmp = super::ui_auth::write_private_temp(&self.path, &bytes)?;
-        std::fs::rename(&tmp, &self.path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        super::ui_auth::write_private(&self.path, &bytes, super::ui_auth::Replace::Yes)
     }
 }
 
