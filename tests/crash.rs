@@ -23,11 +23,7 @@ async fn every_answered_send_survives_kill_minus_nine() {
     for w in 0..CONNECTIONS {
         let (started, answered, base) = (started.clone(), answered.clone(), base.clone());
         workers.push(tokio::spawn(async move {
-            // One keep-alive connection per worker.
-            let http = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .build()
-                .unwrap();
+            let http = worker_client();
             loop {
                 let n = started.fetch_add(1, Ordering::SeqCst);
                 if n >= SENDS {

@@ -85,11 +85,7 @@ async fn load(base: String, token: String, hook: String, ledger: Arc<Mutex<Ledge
             counter.clone(),
         );
         workers.push(tokio::spawn(async move {
-            let http = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .timeout(Duration::from_secs(20))
-                .build()
-                .unwrap();
+            let http = worker_client();
             loop {
                 let n = counter.fetch_add(1, Ordering::SeqCst);
                 let ok = match n % 4 {

@@ -201,11 +201,7 @@ async fn load(
         let (base, token, ledger) = (base.clone(), token.clone(), ledger.clone());
         let (counter, armed) = (counter.clone(), armed.clone());
         workers.push(tokio::spawn(async move {
-            let http = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .timeout(Duration::from_secs(20))
-                .build()
-                .unwrap();
+            let http = worker_client();
             // Kills the server if armed and `this` is the round's kind.
             let cut_if_armed = |this: bool| {
                 if this && armed.swap(false, Ordering::SeqCst) {

@@ -43,6 +43,16 @@ pub fn limited_command(kib: u64) -> Command {
     cmd
 }
 
+/// A load worker's HTTP client: one keep-alive connection, and requests
+/// that give up after 20 s (a server killed mid-request never answers).
+pub fn worker_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("an HTTP client")
+}
+
 /// A running server process.
 pub struct Server {
     child: Option<Child>,
