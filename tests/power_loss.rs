@@ -10,7 +10,9 @@
 //! were made with the next one torn at a sector. That is the worst a disk
 //! that honours `fsync` may do. Then a server starts on what is left, and
 //! the next round begins. In two of the rounds another process holds a
-//! read open on the database, which keeps checkpoints from copying.
+//! read open on the database, which keeps checkpoints from copying; in
+//! one the checkpoint thread's syncs never finish, so only what a commit
+//! syncs itself is kept.
 //!
 //! With `durability = "full"` every answered task and decision is there;
 //! with the default, every answered decision is (its commit is synced
@@ -144,38 +146,55 @@ struct Round {
     /// Whether another process (a backup, say) holds a read open on the
     /// database, which no checkpoint can pass.
     pinned: bool,
+    /// Whether the checkpoint thread's syncs never finish (a slow disk):
+    /// then only what a commit syncs itself is kept.
+    stalled: bool,
     /// The least time the load runs before the power goes.
     at_least: Duration,
     cut: Cut,
 }
 
-const ROUNDS: [Round; 4] = [
+const ROUNDS: [Round; 5] = [
+    // A decision's own sync, alone: with the checkpoint's stalled, a
+    // decision answered without one is lost.
     Round {
         decisions: true,
         pinned: false,
+        stalled: true,
         at_least: Duration::ZERO,
         cut: Cut::Unsynced,
     },
     Round {
         decisions: true,
         pinned: false,
+        stalled: false,
         at_least: Duration::ZERO,
         cut: Cut::Torn(0x5eed),
     },
     Round {
         decisions: true,
         pinned: true,
+        stalled: false,
         at_least: Duration::ZERO,
         cut: Cut::Torn(0x5eed + 1),
     },
-    // Held long past the loss bound below: unless something else syncs
-    // the WAL while the read holds checkpoints back, tasks answered that
-    // long before the cut are lost.
+    // The last two run long past the loss bound below, with only sends:
+    // unless the checkpoint thread syncs the WAL (also while a read holds
+    // its checkpoints back), tasks answered that long before the cut are
+    // lost.
     Round {
         decisions: false,
         pinned: true,
+        stalled: false,
         at_least: Duration::from_millis(1500),
         cut: Cut::Unsynced,
+    },
+    Round {
+        decisions: false,
+        pinned: false,
+        stalled: false,
+        at_least: Duration::from_millis(1500),
+        cut: Cut::Torn(0x5eed + 2),
     },
 ];
 
@@ -285,11 +304,14 @@ async fn rounds(durability: &str) {
     let log = dir.path().join("powercut.log");
     let ledger: Arc<Mutex<Ledger>> = Arc::default();
     for (i, round) in ROUNDS.iter().enumerate() {
-        let cmd = preloaded(
+        let mut cmd = preloaded(
             Command::new(env!("CARGO_BIN_EXE_countersign")),
             &files,
             &log,
         );
+        if round.stalled {
+            cmd.env("POWERCUT_STALL", "store-checkpoint");
+        }
         let mut s = Server::start_cmd_in(cmd, dir.path(), Some(&config));
         let pin = round.pinned.then(|| pin_reads(&db));
         let armed = Arc::new(AtomicBool::new(false));

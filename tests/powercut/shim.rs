@@ -13,7 +13,11 @@
 //! Environment:
 //! - `POWERCUT_FILES`: the watched files, absolute paths separated by `:`
 //!   (their index in this list names them in the record);
-//! - `POWERCUT_LOG`: the record, appended to.
+//! - `POWERCUT_LOG`: the record, appended to;
+//! - `POWERCUT_STALL` (optional): a thread name; that thread's syncs of the
+//!   watched files never finish, as a sync on a slow disk may still be
+//!   going when the power goes. A test can then tell what a commit's own
+//!   sync kept from what a background one happened to keep.
 //!
 //! A record is a kind byte (`W` a write, `T` a truncation, `S` a sync), the
 //! file's index (a byte), then for `W` and `T` four little-endian u64s and
@@ -49,6 +53,9 @@ struct Watch {
     files: Vec<Vec<u8>>,
     log: c_int,
     lock: Mutex<()>,
+    /// The name of a thread whose syncs of watched files never finish
+    /// (`POWERCUT_STALL`), as the kernel keeps it (at most 15 bytes).
+    stalled: Option<Vec<u8>>,
 }
 
 struct Shim {
@@ -103,10 +110,15 @@ unsafe fn watch() -> Option<Watch> {
         .split(|b| *b == b':')
         .map(<[u8]>::to_vec)
         .collect();
+    let stalled = std::env::var_os("POWERCUT_STALL").map(|t| {
+        let t = std::os::unix::ffi::OsStrExt::as_bytes(t.as_os_str());
+        t[..t.len().min(15)].to_vec()
+    });
     Some(Watch {
         files,
         log: fd,
         lock: Mutex::new(()),
+        stalled,
     })
 }
 
@@ -259,12 +271,30 @@ unsafe fn synced(fd: c_int, op: impl FnOnce() -> c_int) -> c_int {
     let s = shim();
     let Some(w) = &s.watch else { return op() };
     let Some(file) = w.file(fd) else { return op() };
+    if w.stalled.is_some() && w.stalled == this_thread() {
+        // A sync that is still going when the power goes: nothing it
+        // would have kept counts. The process is killed meanwhile.
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
     let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
     let r = op();
     if r == 0 {
         w.append(&s.real, b'S', file, [0, 0, 0], &[]);
     }
     r
+}
+
+/// The calling thread's name.
+fn this_thread() -> Option<Vec<u8>> {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
+    if unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    Some(name[..len].to_vec())
 }
 
 #[unsafe(no_mangle)]
