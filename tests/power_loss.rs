@@ -499,3 +499,52 @@ async fn settled_syncs(log: &Path) -> usize {
     }
     seen.0
 }
+
+/// A change a person makes through the UI API (the UI, the CLI and the
+/// desktop app all come this way) survives a power cut the moment it is
+/// answered, with the default durability and the checkpoint thread's
+/// syncs never finishing: here a chain rule added.
+#[tokio::test]
+async fn a_change_made_in_the_ui_survives_a_power_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        dir.path().join("countersign.db"),
+        dir.path().join("countersign.db-wal"),
+    ];
+    let log = dir.path().join("powercut.log");
+    let mut cmd = preloaded(
+        Command::new(env!("CARGO_BIN_EXE_countersign")),
+        &files,
+        &log,
+    );
+    cmd.env("POWERCUT_STALL", "store-checkpoint");
+    let config = format!("[outbound]\nallow = [\"127.0.0.1\"]\n\n{AGENTS}");
+    let mut s = Server::start_cmd_in(cmd, dir.path(), Some(&config));
+    let rule = json!({"id": "after-inbox",
+        "trigger": {"agent": "inbox", "states": ["completed"]},
+        "action": {"kind": "push", "url": "http://127.0.0.1:9/hook"}});
+    let (status, added) = Api::new(&s)
+        .call(reqwest::Method::POST, "/chains", Some(rule))
+        .await;
+    assert_eq!(status, 201, "{added}");
+    s.kill9();
+    let (undone, _) = cut_power(&files, &log, Cut::Unsynced);
+    eprintln!("undid {undone} writes");
+
+    let s = Server::start_in(dir.path(), Some(&config), &[]);
+    let (status, list) = Api::new(&s)
+        .call(reqwest::Method::GET, "/chains", None)
+        .await;
+    assert_eq!(status, 200, "{list}");
+    let ids: Vec<&str> = list["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["after-inbox"],
+        "the rule added before the cut: {list}"
+    );
+}

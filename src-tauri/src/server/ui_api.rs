@@ -1,6 +1,7 @@
 //! The UI API under `/api/`: what the browser UI (and the CLI) reads and
 //! does, as JSON and one event stream. Every route sits behind
-//! [`ui_auth::guard`]; errors are rendered only by [`ApiError`]'s
+//! [`ui_auth::guard`], and every change made through it is synced to the
+//! disk before it is answered ([`on_disk`]); errors are rendered only by [`ApiError`]'s
 //! `IntoResponse`, as `{"error": {"code", "message"}}`.
 
 use std::convert::Infallible;
@@ -10,9 +11,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::middleware::from_fn_with_state;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -47,7 +48,24 @@ pub fn router(state: Shared) -> Router<Shared> {
         // answer in this API's error shape.
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(from_fn_with_state(state.clone(), on_disk))
         .layer(from_fn_with_state(state, ui_auth::guard))
+}
+
+/// A change a person made here (the UI, the CLI and the desktop app all
+/// come this way) is on the disk before they are told it went through: a
+/// request with a method that may change something, once it succeeded,
+/// waits for [`crate::store::Store::sync`]. With the default durability a
+/// commit reaches the disk at the checkpoint after it, within about 10 ms;
+/// an agent whose request was lost to a power cut in between can send it
+/// again, a person who saw their change go through would not think to.
+async fn on_disk(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let changes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let resp = next.run(req).await;
+    if changes && resp.status().is_success() {
+        state.engine.store().sync().await;
+    }
+    resp
 }
 
 /// A UI API failure. Its `IntoResponse` is the one place that picks the

@@ -102,6 +102,9 @@ struct Inner {
     /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
     blocking_reads: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
+    /// The WAL's path when commits leave syncing it to the checkpoint
+    /// (`durability = "normal"`).
+    wal: Option<PathBuf>,
     /// See [`Store::synced`].
     synced: Arc<AtomicU64>,
 }
@@ -143,7 +146,7 @@ impl Store {
                 outbox_queued: outbox_queued.clone(),
                 failing: failing.clone(),
                 readers: readers.clone(),
-                wal,
+                wal: wal.clone(),
                 synced: synced.clone(),
             },
         );
@@ -156,6 +159,7 @@ impl Store {
                 readers,
                 blocking_reads: Arc::new(tokio::sync::Semaphore::new(BLOCKING_READS)),
                 path: path.to_path_buf(),
+                wal,
                 synced,
             }),
         })
@@ -191,8 +195,28 @@ impl Store {
             .await
     }
 
-    /// How many commits were synced for a [`Store::write_to_disk`] (with
-    /// `durability = "full"` every commit is, by SQLite, and none counts).
+    /// Puts every commit made so far on the disk, when commits leave that
+    /// to the checkpoint (`durability = "normal"`; with `full` each one
+    /// already is): after a change a person made, before they are told it
+    /// went through. A failed sync is logged, not returned: the commits
+    /// stand, and the next checkpoint syncs the WAL again.
+    pub async fn sync(&self) {
+        let Some(wal) = self.inner.wal.clone() else {
+            return;
+        };
+        let synced = self.inner.synced.clone();
+        match tokio::task::spawn_blocking(move || checkpoint::sync_wal(&wal)).await {
+            Ok(Ok(())) => {
+                synced.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => tracing::error!("cannot sync the WAL after a change: {e}"),
+            Err(e) => tracing::error!("the WAL's sync did not run: {e}"),
+        }
+    }
+
+    /// How many syncs [`Store::write_to_disk`] and [`Store::sync`] made
+    /// (with `durability = "full"` every commit is synced by SQLite, and
+    /// none counts).
     pub fn synced(&self) -> u64 {
         self.inner.synced.load(Ordering::Relaxed)
     }
