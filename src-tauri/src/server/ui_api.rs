@@ -1,8 +1,8 @@
 //! The UI API under `/api/`: what the browser UI (and the CLI) reads and
 //! does, as JSON and one event stream. Every route sits behind
 //! [`ui_auth::guard`], and every change made through it is synced to the
-//! disk before it is answered ([`on_disk`]); errors are rendered only by [`ApiError`]'s
-//! `IntoResponse`, as `{"error": {"code", "message"}}`.
+//! disk before it is answered ([`on_disk`]); errors are rendered only by
+//! [`ApiError`]'s `IntoResponse`, as `{"error": {"code", "message"}}`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
