@@ -102,9 +102,6 @@ struct Inner {
     /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
     blocking_reads: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
-    /// The WAL's path when commits leave syncing it to the checkpoint
-    /// (`durability = "normal"`).
-    wal: Option<PathBuf>,
     /// See [`Store::synced`].
     synced: Arc<AtomicU64>,
 }
@@ -146,7 +143,7 @@ impl Store {
                 outbox_queued: outbox_queued.clone(),
                 failing: failing.clone(),
                 readers: readers.clone(),
-                wal: wal.clone(),
+                wal,
                 synced: synced.clone(),
             },
         );
@@ -159,7 +156,6 @@ impl Store {
                 readers,
                 blocking_reads: Arc::new(tokio::sync::Semaphore::new(BLOCKING_READS)),
                 path: path.to_path_buf(),
-                wal,
                 synced,
             }),
         })
@@ -198,25 +194,19 @@ impl Store {
     /// Puts every commit made so far on the disk, when commits leave that
     /// to the checkpoint (`durability = "normal"`; with `full` each one
     /// already is): after a change a person made, before they are told it
-    /// went through. A failed sync is logged, not returned: the commits
-    /// stand, and the next checkpoint syncs the WAL again.
+    /// went through. It is an empty job asking for the disk, so its batch
+    /// syncs the WAL after it commits as a decision's does, and the WAL
+    /// holds every commit before it. A failure is logged, not returned:
+    /// the commits stand, and the next checkpoint syncs the WAL again.
     pub async fn sync(&self) {
-        let Some(wal) = self.inner.wal.clone() else {
-            return;
-        };
-        let synced = self.inner.synced.clone();
-        match tokio::task::spawn_blocking(move || checkpoint::sync_wal(&wal)).await {
-            Ok(Ok(())) => {
-                synced.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(Err(e)) => tracing::error!("cannot sync the WAL after a change: {e}"),
-            Err(e) => tracing::error!("the WAL's sync did not run: {e}"),
+        if let Err(e) = self.write_to_disk(|_| Ok(())).await {
+            tracing::error!("cannot sync the WAL after a change: {e}");
         }
     }
 
-    /// How many syncs [`Store::write_to_disk`] and [`Store::sync`] made
-    /// (with `durability = "full"` every commit is synced by SQLite, and
-    /// none counts).
+    /// How many commits were synced for [`Store::write_to_disk`] and
+    /// [`Store::sync`] (with `durability = "full"` every commit is, by
+    /// SQLite, and none counts).
     pub fn synced(&self) -> u64 {
         self.inner.synced.load(Ordering::Relaxed)
     }
