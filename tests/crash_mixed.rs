@@ -4,16 +4,15 @@
 //! the server is killed with SIGKILL and restarted on the same data dir, five
 //! times; then again with `durability = "full"` and a power cut after each
 //! kill (`common::powercut`). Afterwards every acknowledged task and
-//! decision is there, every
-//! owed delivery went out, no decision reached the peer twice, the
+//! decision is there, every owed delivery went out, no decision reached the
+//! peer twice, the
 //! database passes `PRAGMA integrity_check`, and the queue's counts match
 //! its open turns.
 mod common;
-use common::powercut::{Cut, cut_power, preloaded};
+use common::powercut::{self, Cut};
 use common::*;
 
 use std::collections::{HashMap, HashSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -261,20 +260,13 @@ async fn mixed_load(end: End) {
     if end == End::PowerCut {
         cfg = format!("[store]\ndurability = \"full\"\n{cfg}");
     }
-    let files = [
-        dir.path().join("countersign.db"),
-        dir.path().join("countersign.db-wal"),
-    ];
-    let log = dir.path().join("powercut.log");
+    let store = powercut::Store::in_dir(dir.path());
     let ledger: Arc<Mutex<Ledger>> = Arc::default();
     let mut kills = 0;
     for round in 0..ROUNDS {
         let mut a = match end {
             End::Kill => Server::start_in(dir.path(), Some(&cfg), &[]),
-            End::PowerCut => {
-                let cmd = Command::new(env!("CARGO_BIN_EXE_countersign"));
-                Server::start_cmd_in(preloaded(cmd, &files, &log), dir.path(), Some(&cfg))
-            }
+            End::PowerCut => Server::start_cmd_in(store.command(), dir.path(), Some(&cfg)),
         };
         let token = a.ui_token();
         let work = tokio::spawn(load(
@@ -305,7 +297,7 @@ async fn mixed_load(end: End) {
             } else {
                 Cut::Torn(0xc0ffee + round as u64)
             };
-            let (undone, torn) = cut_power(&files, &log, cut);
+            let (undone, torn) = store.cut(cut);
             eprintln!("  {cut:?}: undid {undone} writes (torn: {torn})");
         }
     }
@@ -397,7 +389,7 @@ async fn mixed_load(end: End) {
     assert_eq!(status, 200, "{page}");
     // The database is sound.
     a.terminate();
-    let conn = rusqlite::Connection::open(dir.path().join("countersign.db")).unwrap();
+    let conn = rusqlite::Connection::open(&store.db).unwrap();
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();

@@ -21,7 +21,7 @@
 //! or not. Either way the database passes `PRAGMA integrity_check` and the
 //! queue's counts match its turns.
 mod common;
-use common::powercut::{Cut, cut_power, preloaded, syncs};
+use common::powercut::{self, Cut, cut_power, preloaded, syncs};
 use common::*;
 
 use std::collections::HashMap;
@@ -299,21 +299,16 @@ async fn load(
 async fn rounds(durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let config = format!("[store]\ndurability = \"{durability}\"\n\n{AGENTS}");
-    let db = dir.path().join("countersign.db");
-    let files = [db.clone(), dir.path().join("countersign.db-wal")];
-    let log = dir.path().join("powercut.log");
+    let store = powercut::Store::in_dir(dir.path());
+    let db = &store.db;
     let ledger: Arc<Mutex<Ledger>> = Arc::default();
     for (i, round) in ROUNDS.iter().enumerate() {
-        let mut cmd = preloaded(
-            Command::new(env!("CARGO_BIN_EXE_countersign")),
-            &files,
-            &log,
-        );
+        let mut cmd = store.command();
         if round.stalled {
             cmd.env("POWERCUT_STALL", "store-checkpoint");
         }
         let mut s = Server::start_cmd_in(cmd, dir.path(), Some(&config));
-        let pin = round.pinned.then(|| pin_reads(&db));
+        let pin = round.pinned.then(|| pin_reads(db));
         let armed = Arc::new(AtomicBool::new(false));
         let pid = i32::try_from(s.pid()).unwrap();
         let work = tokio::spawn(load(
@@ -337,7 +332,7 @@ async fn rounds(durability: &str) {
         assert!(!armed.load(Ordering::SeqCst), "round {i} was never cut");
         s.kill9();
         drop(pin);
-        let (undone, torn) = cut_power(&files, &log, round.cut);
+        let (undone, torn) = store.cut(round.cut);
         eprintln!(
             "{durability}, round {i}: {:?} undid {undone} writes (torn: {torn})",
             round.cut
@@ -413,7 +408,7 @@ async fn rounds(durability: &str) {
         .await;
     assert_eq!(status, 200, "{page}");
     s.terminate();
-    let conn = rusqlite::Connection::open(&db).unwrap();
+    let conn = rusqlite::Connection::open(db).unwrap();
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
@@ -507,16 +502,8 @@ async fn settled_syncs(log: &Path) -> usize {
 #[tokio::test]
 async fn a_change_made_in_the_ui_survives_a_power_cut() {
     let dir = tempfile::tempdir().unwrap();
-    let files = [
-        dir.path().join("countersign.db"),
-        dir.path().join("countersign.db-wal"),
-    ];
-    let log = dir.path().join("powercut.log");
-    let mut cmd = preloaded(
-        Command::new(env!("CARGO_BIN_EXE_countersign")),
-        &files,
-        &log,
-    );
+    let store = powercut::Store::in_dir(dir.path());
+    let mut cmd = store.command();
     cmd.env("POWERCUT_STALL", "store-checkpoint");
     let config = format!("[outbound]\nallow = [\"127.0.0.1\"]\n\n{AGENTS}");
     let mut s = Server::start_cmd_in(cmd, dir.path(), Some(&config));
@@ -528,7 +515,7 @@ async fn a_change_made_in_the_ui_survives_a_power_cut() {
         .await;
     assert_eq!(status, 201, "{added}");
     s.kill9();
-    let (undone, _) = cut_power(&files, &log, Cut::Unsynced);
+    let (undone, _) = store.cut(Cut::Unsynced);
     eprintln!("undid {undone} writes");
 
     let s = Server::start_in(dir.path(), Some(&config), &[]);

@@ -33,6 +33,39 @@ pub fn preloaded(mut cmd: Command, files: &[PathBuf], log: &Path) -> Command {
     cmd
 }
 
+/// A data dir's database and its WAL, watched by the library, and the
+/// library's record beside them.
+pub struct Store {
+    pub db: PathBuf,
+    files: [PathBuf; 2],
+    log: PathBuf,
+}
+
+impl Store {
+    pub fn in_dir(dir: &Path) -> Store {
+        let db = dir.join("countersign.db");
+        Store {
+            files: [db.clone(), dir.join("countersign.db-wal")],
+            db,
+            log: dir.join("powercut.log"),
+        }
+    }
+
+    /// `countersign`, with the library preloaded watching this store.
+    pub fn command(&self) -> Command {
+        preloaded(
+            Command::new(env!("CARGO_BIN_EXE_countersign")),
+            &self.files,
+            &self.log,
+        )
+    }
+
+    /// [`cut_power`] on this store, once the server is killed.
+    pub fn cut(&self, cut: Cut) -> (usize, bool) {
+        cut_power(&self.files, &self.log, cut)
+    }
+}
+
 /// One record of the library (its format: tests/powercut/shim.rs).
 #[derive(Debug)]
 enum Record {
