@@ -2,6 +2,7 @@
 //! Tasks started there are mirrored here, parked in the same queue, and the
 //! person's decision is delivered back through the outbox exactly once.
 mod common;
+use common::powercut::{self, Cut};
 use common::*;
 
 use std::collections::VecDeque;
@@ -670,6 +671,9 @@ struct ProxyState {
     new_task_per_reply: Arc<AtomicBool>,
     /// GetTask calls the peer answered (the proxy may still hold the answer).
     read: Arc<AtomicUsize>,
+    /// Each SendMessage the peer answered, and its answer, as it came
+    /// (before any hold).
+    sent: Arc<Mutex<Vec<(Value, Value)>>>,
     /// GetTask answers the proxy passed on.
     answered: Arc<AtomicUsize>,
     http: reqwest::Client,
@@ -694,6 +698,7 @@ impl Proxy {
             send_delays: Arc::default(),
             new_task_per_reply: Arc::default(),
             read: Arc::default(),
+            sent: Arc::default(),
             answered: Arc::default(),
             http: reqwest::Client::new(),
         };
@@ -744,6 +749,10 @@ impl Proxy {
     fn answered(&self) -> usize {
         self.state.answered.load(Ordering::SeqCst)
     }
+
+    fn sent(&self) -> Vec<(Value, Value)> {
+        self.state.sent.lock().unwrap().clone()
+    }
 }
 
 async fn forward(
@@ -778,7 +787,7 @@ async fn forward(
             parts.method.clone(),
             format!("{}{path}", s.upstream.get().unwrap()),
         )
-        .body(body);
+        .body(body.clone());
     for (name, value) in &parts.headers {
         if name != reqwest::header::HOST && name != reqwest::header::CONTENT_LENGTH {
             out = out.header(name, value);
@@ -789,6 +798,9 @@ async fn forward(
     let headers = answer.headers().clone();
     let bytes = answer.bytes().await.unwrap();
     if is_send {
+        let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let answer = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        s.sent.lock().unwrap().push((request, answer));
         let delay = s.send_delays.lock().unwrap().pop_front().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
@@ -1089,6 +1101,64 @@ async fn a_push_that_overtakes_the_answer_starting_its_task_is_not_turned_back()
     let q = queue(&api).await;
     assert_eq!(q["total"], 1, "{q}");
     assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
+}
+
+/// A task sent to a peer is the peer's the moment the peer has it. If the
+/// power goes before the peer's answer reaches us (the checkpoint's syncs
+/// stalled, so nothing else puts our commits on the disk), the push
+/// subscription the task carried is still on our disk, and the peer's
+/// next push about the task brings it here.
+#[tokio::test]
+async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.pushing_peer_config()));
+    proxy.to(&peer);
+    let dir = tempfile::tempdir().unwrap();
+    let store = powercut::Store::in_dir(dir.path());
+    let mut cmd = store.command();
+    cmd.env("POWERCUT_STALL", "store-checkpoint");
+    let config = config_behind(&proxy, "");
+    let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
+    // The peer's answer is held on the way back until the power is gone.
+    proxy.delay_sends(&[30_000]);
+    let api = Api::new(&local);
+    let sending = tokio::spawn(async move {
+        api.call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({ "text": "deploy the docs" })),
+        )
+        .await
+    });
+    let (request, answer) = loop {
+        if let Some(sent) = proxy.sent().pop() {
+            break sent;
+        }
+        assert!(!sending.is_finished(), "answered before the peer had it");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    local.kill9();
+    let (undone, _) = store.cut(Cut::Unsynced);
+    eprintln!("undid {undone} writes");
+    sending.abort();
+
+    let config = request["params"]["configuration"]["taskPushNotificationConfig"].clone();
+    let (url, token) = (
+        config["url"].as_str().unwrap(),
+        config["token"].as_str().unwrap(),
+    );
+    let remote_id = answer["result"]["task"]["id"].as_str().unwrap();
+    let local = Server::start_in(dir.path(), Some(&config_behind(&proxy, "")), &[]);
+    let api = Api::new(&local);
+    let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
+    let (status, body) = push(&url, token, remote_id).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the peer's push after the cut: {body}"
+    );
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
 }
 
 #[tokio::test]

@@ -277,11 +277,17 @@ impl Engine {
         R: Send + 'static,
         F: FnOnce(&rusqlite::Connection) -> crate::store::Result<R> + Send + 'static,
     {
-        let engine = self.clone();
         self.inner
             .store
-            .write_then(f, move |_| engine.inner.peer_cache.invalidate())
+            .write_then(f, self.drops_peer_cache())
             .await
+    }
+
+    /// What a write to the peers or subscriptions tables runs as it
+    /// commits: the in-memory copies of both are dropped.
+    fn drops_peer_cache<R>(&self) -> impl FnOnce(&R) + Send + 'static {
+        let engine = self.clone();
+        move |_| engine.inner.peer_cache.invalidate()
     }
 
     async fn peer_record(&self, id: &str) -> Result<PeerRecord, PeerError> {
@@ -351,7 +357,17 @@ impl Engine {
             created_ms: now_ms(),
         };
         let stored = sub.clone();
-        self.write_peers(move |conn| p::insert_subscription(conn, &stored))
+        // On the disk before any peer hears of it: a task sent with it is
+        // the peer's from the moment the peer has it, and if the power
+        // goes before the peer's answer reaches us, the peer's pushes
+        // about that task must still find their subscription here, or the
+        // task is one we never learn of.
+        self.inner
+            .store
+            .write_to_disk_then(
+                move |conn| p::insert_subscription(conn, &stored),
+                self.drops_peer_cache(),
+            )
             .await?;
         Ok(sub)
     }

@@ -185,9 +185,19 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
     {
+        self.write_to_disk_then(f, |_| {}).await
+    }
+
+    /// [`Store::write_to_disk`] with [`Store::write_then`]'s `after_commit`.
+    pub async fn write_to_disk_then<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        H: FnOnce(&R) + Send + 'static,
+    {
         self.inner
             .writer
-            .submit(writer::Isolation::Savepoint, true, f, |_| {})
+            .submit(writer::Isolation::Savepoint, true, f, after_commit)
             .await
     }
 
