@@ -292,10 +292,11 @@ async fn mixed_load(end: End) {
             started.elapsed()
         );
         if end == End::PowerCut {
-            let cut = if round % 2 == 0 {
-                Cut::Unsynced
-            } else {
-                Cut::Torn(0xc0ffee + round as u64)
+            let seed = 0xc0ffee + round as u64;
+            let cut = match round % 3 {
+                0 => Cut::Unsynced,
+                1 => Cut::Torn(seed),
+                _ => Cut::Scattered(seed),
             };
             let (undone, torn) = store.cut(cut);
             eprintln!("  {cut:?}: undid {undone} writes (torn: {torn})");

@@ -149,6 +149,11 @@ pub enum Cut {
     /// Those before a point picked by the seed, and of the write at that
     /// point its first sectors (perhaps none).
     Torn(u64),
+    /// Any of them, out of order: each write, picked by the seed, is lost,
+    /// kept, or kept for its first sectors only, whatever became of the
+    /// writes before it, as from a disk that reorders what it was not yet
+    /// told to sync. Truncations are kept, in order.
+    Scattered(u64),
 }
 
 /// splitmix64: a seeded sequence, so a failing cut can be replayed.
@@ -214,10 +219,18 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
         .collect();
     let opened: Vec<File> = files
         .iter()
-        .map(|f| OpenOptions::new().write(true).open(f).unwrap())
+        .map(|f| OpenOptions::new().read(true).write(true).open(f).unwrap())
         .collect();
+    if let Cut::Scattered(seed) = cut {
+        let (lost, torn) = scatter(&opened, &unsynced, seed);
+        for f in &opened {
+            f.sync_all().unwrap();
+        }
+        std::fs::remove_file(log).unwrap();
+        return (lost, torn);
+    }
     let (kept, torn) = match cut {
-        Cut::Unsynced => (0, None),
+        Cut::Unsynced | Cut::Scattered(_) => (0, None),
         Cut::Torn(seed) => {
             let mut s = seed;
             let kept = (next(&mut s) % (unsynced.len() as u64 + 1)) as usize;
@@ -239,4 +252,47 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
     }
     std::fs::remove_file(log).unwrap();
     (unsynced.len().saturating_sub(kept), torn.is_some())
+}
+
+/// [`Cut::Scattered`]: undoes every unsynced write, newest first, taking
+/// what each one wrote as it goes (the file as it stands, over the write's
+/// range, is what that write left there); then writes again, oldest first,
+/// those the seed keeps, some torn at a sector. Returns how many writes
+/// were lost, and whether one was torn.
+fn scatter(files: &[File], unsynced: &[&Record], seed: u64) -> (usize, bool) {
+    let mut written = vec![Vec::new(); unsynced.len()];
+    for (i, r) in unsynced.iter().enumerate().rev() {
+        if let Record::Write { file, off, len, .. } = r {
+            let mut bytes = vec![0; *len as usize];
+            files[*file].read_exact_at(&mut bytes, *off).unwrap();
+            written[i] = bytes;
+        }
+        undo(files, r, 0);
+    }
+    let mut s = seed;
+    let (mut lost, mut torn) = (0, false);
+    for (r, bytes) in unsynced.iter().zip(&written) {
+        match r {
+            Record::Write { file, off, len, .. } => {
+                let keep = match next(&mut s) % 8 {
+                    0..=3 => 0,
+                    4 => {
+                        torn = true;
+                        next(&mut s) % (len / 512 + 1) * 512
+                    }
+                    _ => *len,
+                };
+                if keep < *len {
+                    lost += 1;
+                }
+                let keep = keep.min(*len) as usize;
+                if keep > 0 {
+                    files[*file].write_all_at(&bytes[..keep], *off).unwrap();
+                }
+            }
+            Record::Truncate { file, len, .. } => files[*file].set_len(*len).unwrap(),
+            Record::Sync { .. } => unreachable!("a sync is never undone"),
+        }
+    }
+    (lost, torn)
 }
