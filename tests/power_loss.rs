@@ -26,7 +26,7 @@ use common::powercut::{self, Cut, cut_power, preloaded, syncs};
 use common::*;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -456,17 +456,7 @@ async fn by_default_a_power_cut_loses_no_decision_and_only_the_last_milliseconds
 /// rename that a power loss could otherwise undo).
 #[tokio::test]
 async fn secrets_and_saved_settings_sync_the_data_dir() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("data");
-    std::fs::create_dir(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
-    let log = tmp.path().join("powercut.log");
-    let cmd = preloaded(
-        Command::new(env!("CARGO_BIN_EXE_countersign")),
-        std::slice::from_ref(&dir),
-        &log,
-    );
-    let mut s = Server::start_cmd_in(cmd, &dir, Some(AGENTS));
+    let (mut s, log, _tmp) = watching_the_data_dir(AGENTS);
     let api = Api::new(&s);
     // SQLite syncs the folder too: after creating the journal of the
     // first migration, and on each connection's first sync of the WAL
@@ -491,6 +481,57 @@ async fn secrets_and_saved_settings_sync_the_data_dir() {
         settled_syncs(&log).await,
         at_start + 1,
         "the save synced the folder"
+    );
+    s.kill9();
+}
+
+/// A server on a data dir whose syncs the power-cut library counts (the
+/// folder itself is the one file it watches), with `config`; the
+/// library's record; what holds the folder.
+fn watching_the_data_dir(config: &str) -> (Server, PathBuf, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let log = tmp.path().join("powercut.log");
+    let cmd = preloaded(
+        Command::new(env!("CARGO_BIN_EXE_countersign")),
+        std::slice::from_ref(&dir),
+        &log,
+    );
+    (Server::start_cmd_in(cmd, &dir, Some(config)), log, tmp)
+}
+
+/// The first archive file is written into a folder that retention creates
+/// then; the folder's name is synced into the data dir before the tasks
+/// archived in it are deleted, or a power loss could take the folder, and
+/// those tasks with it.
+#[tokio::test]
+async fn the_archive_folder_is_synced_into_the_data_dir() {
+    let config = "[retention]\nmax_tasks = 1\ninterval_secs = 1\n\n\
+        [[agents]]\nid = \"auto\"\nbackend = \"scripted\"\n\
+        fallback = [ { complete = \"done\" } ]\n";
+    let (mut s, log, _tmp) = watching_the_data_dir(config);
+    let at_start = settled_syncs(&log).await;
+    let client = s.client();
+    for i in 0..3 {
+        client
+            .send_text("auto", &format!("m{i}"), "archive me")
+            .await;
+    }
+    let archive = s.data_dir.join("archive");
+    let started = Instant::now();
+    while !std::fs::read_dir(&archive).is_ok_and(|mut d| d.next().is_some()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "nothing archived"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        settled_syncs(&log).await,
+        at_start + 1,
+        "the archive folder's name was synced into the data dir"
     );
     s.kill9();
 }

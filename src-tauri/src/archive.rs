@@ -81,7 +81,14 @@ impl Writer {
             .checked
             .lock()
             .map_err(|_| std::io::Error::other("the archive writer lock is poisoned"))?;
-        std::fs::create_dir_all(&self.dir)?;
+        if !self.dir.is_dir() {
+            std::fs::create_dir_all(&self.dir)?;
+            // The folder's own name must be durable too, or a power loss
+            // could take it, with the files in it, once their tasks are gone.
+            if let Some(parent) = self.dir.parent() {
+                File::open(parent)?.sync_all()?;
+            }
+        }
         for (name, recs) in by_file {
             let path = self.dir.join(&name);
             let existed = path.exists();
