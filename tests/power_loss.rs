@@ -536,6 +536,41 @@ async fn the_archive_folder_is_synced_into_the_data_dir() {
     s.kill9();
 }
 
+/// A data dir that `serve` creates is synced into its parent before
+/// anything is stored in it, or a power loss could take the folder with
+/// all that was stored.
+#[tokio::test]
+async fn a_new_data_dir_is_synced_into_its_parent() {
+    use std::io::BufRead;
+    let (tmp, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let parent = tmp.path().canonicalize().unwrap();
+    let log = logs.path().join("powercut.log");
+    let mut cmd = preloaded(
+        Command::new(env!("CARGO_BIN_EXE_countersign")),
+        std::slice::from_ref(&parent),
+        &log,
+    );
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(parent.join("data"))
+        .args(["--bind", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening on "), "{line:?}");
+    let synced = settled_syncs(&log).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        synced, 1,
+        "the new data dir's name was synced into its parent"
+    );
+}
+
 /// The syncs of the watched folder once their count has held for a second
 /// (the server's start-up writes are done by then).
 async fn settled_syncs(log: &Path) -> usize {

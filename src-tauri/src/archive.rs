@@ -81,14 +81,9 @@ impl Writer {
             .checked
             .lock()
             .map_err(|_| std::io::Error::other("the archive writer lock is poisoned"))?;
-        if !self.dir.is_dir() {
-            std::fs::create_dir_all(&self.dir)?;
-            // The folder's own name must be durable too, or a power loss
-            // could take it, with the files in it, once their tasks are gone.
-            if let Some(parent) = self.dir.parent() {
-                File::open(parent)?.sync_all()?;
-            }
-        }
+        // The folder's own name must be durable too, or a power loss could
+        // take it, with the files in it, once their tasks are gone.
+        crate::durable_fs::create_dir_all(&self.dir)?;
         for (name, recs) in by_file {
             let path = self.dir.join(&name);
             let existed = path.exists();
@@ -121,8 +116,7 @@ impl Writer {
             let file = gz.finish()?;
             file.sync_all()?;
             if !existed {
-                // The new name must be durable too.
-                File::open(&self.dir)?.sync_all()?;
+                crate::durable_fs::sync_dir(&self.dir, &path);
             }
         }
         Ok(())

@@ -15,6 +15,7 @@ pub mod config;
 #[cfg(feature = "desktop")]
 pub mod desktop;
 pub mod dispatch;
+pub mod durable_fs;
 pub mod engine;
 pub mod link;
 pub mod render;

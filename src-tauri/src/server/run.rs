@@ -102,7 +102,7 @@ pub async fn serve_until(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
     raise_open_files_limit();
-    std::fs::create_dir_all(&opts.data_dir)
+    crate::durable_fs::create_dir_all(&opts.data_dir)
         .map_err(|e| StartError::DataDir(opts.data_dir.clone(), e))?;
     // Before anything reads the store: a second server on the same data
     // dir would mark the first one's working tasks as interrupted and run

@@ -173,17 +173,7 @@ pub(crate) fn write_private(path: &Path, contents: &[u8], replace: Replace) -> s
     };
     let _ = std::fs::remove_file(&tmp);
     placed?;
-    let folder = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if let Err(e) = std::fs::File::open(folder).and_then(|d| d.sync_all()) {
-        tracing::warn!(
-            "cannot sync {} after writing {}: {e}",
-            folder.display(),
-            path.display()
-        );
-    }
+    crate::durable_fs::sync_dir(path.parent().unwrap_or(Path::new(".")), path);
     Ok(())
 }
 

@@ -1,0 +1,56 @@
+//! New names on the disk: a file or folder created in a folder survives a
+//! power loss only once that folder is synced, however well its own
+//! contents were.
+
+use std::path::Path;
+
+/// Syncs folder `dir`, so that the names just made in it (`made`, for the
+/// log) are on the disk. A failure is logged, not returned: what was made
+/// is in place, and only a power loss before the next sync could undo it.
+pub fn sync_dir(dir: &Path, made: &Path) {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(
+            "cannot sync {} after making {}: {e}",
+            dir.display(),
+            made.display()
+        );
+    }
+}
+
+/// Creates folder `dir` and whichever of its parents are missing, and
+/// syncs each new one's name into its parent (see [`sync_dir`]).
+pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && !p.is_dir())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    for made in missing.iter().rev() {
+        sync_dir(made.parent().unwrap_or(Path::new(".")), made);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_every_missing_level_and_leaves_an_existing_one_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("a/b/c");
+        create_dir_all(&deep).unwrap();
+        assert!(deep.is_dir());
+        create_dir_all(&deep).unwrap();
+        std::fs::write(tmp.path().join("file"), "x").unwrap();
+        assert!(create_dir_all(&tmp.path().join("file/below")).is_err());
+    }
+}
