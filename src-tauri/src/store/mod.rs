@@ -102,8 +102,8 @@ struct Inner {
     /// Permits for reads on the blocking pool: see [`BLOCKING_READS`].
     blocking_reads: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
-    /// See [`Store::synced`].
-    synced: Arc<AtomicU64>,
+    /// See [`Store::synced`] and [`Store::sync`].
+    synced: Arc<writer::Synced>,
 }
 
 impl Store {
@@ -132,7 +132,7 @@ impl Store {
         let nudge = checkpoint::start(open_connection(path, durability)?, wal.clone());
         let outbox_queued = Arc::new(tokio::sync::Notify::new());
         let (failing, _) = tokio::sync::watch::channel(None);
-        let synced = Arc::new(AtomicU64::new(0));
+        let synced = Arc::new(writer::Synced::default());
         let writer = writer::Writer::start(
             conn,
             writer::Hooks {
@@ -206,9 +206,16 @@ impl Store {
     /// already is): after a change a person made, before they are told it
     /// went through. It is an empty job asking for the disk, so its batch
     /// syncs the WAL after it commits as a decision's does, and the WAL
-    /// holds every commit before it. A failure is logged, not returned:
+    /// holds every commit before it; none, when nothing was committed since
+    /// the newest commit known to be on the disk (the change itself was a
+    /// decision, synced by its own job). A failure is logged, not returned:
     /// the commits stand, and the next checkpoint syncs the WAL again.
     pub async fn sync(&self) {
+        // Nothing committed since the last commit known to be on the disk.
+        let through = self.inner.synced.through.load(Ordering::Acquire);
+        if through >= self.inner.commits.load(Ordering::Acquire) {
+            return;
+        }
         if let Err(e) = self.write_to_disk(|_| Ok(())).await {
             tracing::error!("cannot sync the WAL after a change: {e}");
         }
@@ -218,7 +225,7 @@ impl Store {
     /// [`Store::sync`] (with `durability = "full"` every commit is, by
     /// SQLite, and none counts).
     pub fn synced(&self) -> u64 {
-        self.inner.synced.load(Ordering::Relaxed)
+        self.inner.synced.batches.load(Ordering::Relaxed)
     }
 
     /// Like [`Store::write`], and runs `after_commit` on the writer thread right
@@ -450,6 +457,34 @@ mod tests {
 
     fn rules(conn: &Connection) -> Result<i64> {
         Ok(conn.query_row("SELECT COUNT(*) FROM chain_rules", [], |r| r.get(0))?)
+    }
+
+    /// After a change a person made, `sync` costs nothing when nothing was
+    /// committed since the newest commit known to be on the disk (a
+    /// decision's, synced by its own job): only a later commit needs one.
+    #[tokio::test]
+    async fn sync_does_nothing_for_what_is_on_the_disk_already() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        store.write(|conn| rule(conn, "a")).await.unwrap();
+        store.sync().await;
+        assert_eq!(store.synced(), 1, "a commit left to the checkpoint");
+        store.sync().await;
+        assert_eq!(store.synced(), 1, "nothing new since");
+        store.write_to_disk(|conn| rule(conn, "b")).await.unwrap();
+        assert_eq!(store.synced(), 2);
+        store.sync().await;
+        assert_eq!(store.synced(), 2, "synced by its own job");
+        store.write(|conn| rule(conn, "c")).await.unwrap();
+        store.sync().await;
+        assert_eq!(store.synced(), 3);
+        // With `full`, SQLite synced each commit: not even an empty one.
+        let dir = tempfile::tempdir().unwrap();
+        let full = Store::open(&dir.path().join("db.sqlite"), Durability::Full).unwrap();
+        full.write(|conn| rule(conn, "a")).await.unwrap();
+        let commits = full.inner.commits.load(Ordering::Acquire);
+        full.sync().await;
+        assert_eq!(full.inner.commits.load(Ordering::Acquire), commits);
     }
 
     /// `[store] durability` reaches SQLite on every connection the store

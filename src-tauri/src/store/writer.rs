@@ -71,8 +71,19 @@ pub struct Hooks {
     /// (`synchronous = NORMAL`): a batch with a job that asked for the
     /// disk ([`Writer::submit`]'s `to_disk`) syncs it after its commit.
     pub wal: Option<std::path::PathBuf>,
-    /// Counts the batches synced that way.
-    pub synced: Arc<AtomicU64>,
+    /// What is known to be on the disk.
+    pub synced: Arc<Synced>,
+}
+
+/// What the writer knows to be on the disk.
+#[derive(Debug, Default)]
+pub struct Synced {
+    /// Batches synced for a job that asked for the disk.
+    pub batches: AtomicU64,
+    /// The number of the newest commit known to be on the disk, with every
+    /// one before it: synced for such a job, or by SQLite at the commit
+    /// (`synchronous = FULL`). Stored before the commit is counted.
+    pub through: AtomicU64,
 }
 /// A job runs against the open transaction, or gets `None` when no
 /// transaction could be begun (it then reports failure without touching the
@@ -300,7 +311,7 @@ fn idle(batch: &Batch<'_>) {
     match done {
         Ok(false) => {}
         Ok(true) => {
-            batch.hooks.commits.fetch_add(1, Ordering::Release);
+            count_commit(batch.hooks, false);
             batch.hooks.after_commit.committed();
         }
         Err(e) => {
@@ -404,11 +415,9 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
     let committed = match finished {
         Ok(left) => {
             owed = left;
-            if to_disk {
-                sync_wal(batch.hooks);
-            }
+            let synced = to_disk && sync_wal(batch.hooks);
             // Counted before any caller hears of the commit.
-            batch.hooks.commits.fetch_add(1, Ordering::Release);
+            count_commit(batch.hooks, synced);
             batch.hooks.after_commit.committed();
             // The count is global (tests open several stores); each writer
             // compares with its own last look, so none misses its items,
@@ -439,17 +448,33 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
 /// NORMAL`; with `FULL` the commit itself did it): what SQLite's `FULL`
 /// does at a commit. A failure is logged, not returned: the batch is
 /// committed and readable, and the next checkpoint syncs the WAL again.
-fn sync_wal(hooks: &Hooks) {
-    let Some(path) = &hooks.wal else { return };
+/// Whether the WAL was synced.
+fn sync_wal(hooks: &Hooks) -> bool {
+    let Some(path) = &hooks.wal else { return false };
     match super::checkpoint::sync_wal(path) {
         Ok(()) => {
-            hooks.synced.fetch_add(1, Ordering::Relaxed);
+            hooks.synced.batches.fetch_add(1, Ordering::Relaxed);
+            true
         }
-        Err(e) => tracing::error!(
-            "cannot sync {} after a commit that asked for the disk: {e}",
-            path.display()
-        ),
+        Err(e) => {
+            tracing::error!(
+                "cannot sync {} after a commit that asked for the disk: {e}",
+                path.display()
+            );
+            false
+        }
     }
+}
+
+/// Counts a commit, and notes it as on the disk when it is: `synced` by
+/// [`sync_wal`], or by SQLite when commits sync themselves (no `wal`).
+fn count_commit(hooks: &Hooks, synced: bool) {
+    // Only this thread counts, so this is the commit's number.
+    let n = hooks.commits.load(Ordering::Relaxed) + 1;
+    if synced || hooks.wal.is_none() {
+        hooks.synced.through.store(n, Ordering::Release);
+    }
+    hooks.commits.fetch_add(1, Ordering::Release);
 }
 
 #[cfg(test)]
