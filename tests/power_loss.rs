@@ -20,7 +20,10 @@
 //! before the answer), and an answered task may be lost only if its answer
 //! came within the checkpoint's few milliseconds before the cut, read held
 //! or not. Either way the database passes `PRAGMA integrity_check` and the
-//! queue's counts match its turns.
+//! queue's counts match its turns. Retention, cut the same way with the
+//! archive's files watched too, leaves every task in the database or the
+//! archive; new folders and the files beside the database are synced into
+//! their folders.
 mod common;
 use common::powercut::{self, Cut, cut_power, preloaded, syncs};
 use common::*;
@@ -114,6 +117,27 @@ fn a_cut_undoes_what_was_not_synced_and_keeps_what_was() {
         }
         assert!(!log.exists());
     }
+    // A write to a file opened to append lands at its end, and a cut
+    // that keeps it keeps it there.
+    let outcomes: Vec<Vec<u8>> = (0..8)
+        .map(|seed| {
+            std::fs::write(&f, "AAAA").unwrap();
+            let append = format!(
+                "printf BB | dd of={} oflag=append conv=notrunc status=none",
+                f.display()
+            );
+            run(&["bash", "-c", &append]);
+            cut_power(&files, &log, Cut::Scattered(seed));
+            std::fs::read(&f).unwrap()
+        })
+        .collect();
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| [&b"AAAA"[..], b"AAAABB"].contains(&&o[..]))
+            && outcomes.iter().any(|o| o == b"AAAABB"),
+        "{outcomes:?}"
+    );
     // A fsync keeps what came before it, in that file only.
     std::fs::write(&f, "AAAAAAAA").unwrap();
     dd("BB", "2", "");
@@ -625,5 +649,146 @@ async fn a_change_made_in_the_ui_survives_a_power_cut() {
         ids,
         ["after-inbox"],
         "the rule added before the cut: {list}"
+    );
+}
+
+/// Retention deletes the tasks it archived only once the archive holds
+/// them on the disk, so a power cut at any moment leaves each task in the
+/// database or in the archive. Five rounds of tasks completed as fast as
+/// eight connections send them, with `durability = "full"`, each cut
+/// within a few milliseconds of an append to the archive (retention runs
+/// every second, keeps 20 tasks and archives 50 at a time), the archive
+/// among the files cut: every answered task is in one place or the other
+/// after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retention_loses_no_task_to_a_power_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let config = "[store]\ndurability = \"full\"\n\n\
+        [retention]\nmax_tasks = 20\ninterval_secs = 1\nbatch = 50\n\n\
+        [[agents]]\nid = \"auto\"\nbackend = \"scripted\"\n\
+        fallback = [ { complete = \"done\" } ]\n";
+    // Tasks are archived by the month (UTC) they last changed in: this
+    // one's file, and the next one's should the test run across its end.
+    let now = chrono::Utc::now();
+    let next = now + chrono::Duration::days(32);
+    let archive = dir.join("archive");
+    let mut files = vec![dir.join("countersign.db"), dir.join("countersign.db-wal")];
+    for month in [now, next] {
+        files.push(archive.join(format!("tasks-{}.jsonl.gz", month.format("%Y-%m"))));
+    }
+    let archived_bytes = || -> u64 {
+        files[2..]
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum()
+    };
+    let log = dir.join("powercut.log");
+    let answered: Arc<Mutex<Vec<String>>> = Arc::default();
+    for round in 0..5u64 {
+        let cmd = preloaded(
+            Command::new(env!("CARGO_BIN_EXE_countersign")),
+            &files,
+            &log,
+        );
+        let mut s = Server::start_cmd_in(cmd, &dir, Some(config));
+        let workers: Vec<_> = (0..8)
+            .map(|w| {
+                let (url, answered) = (s.url("/a2a/auto"), answered.clone());
+                tokio::spawn(async move {
+                    let http = worker_client();
+                    for n in 0.. {
+                        let body = json!({"jsonrpc": "2.0", "id": n, "method": "SendMessage",
+                            "params": {"message": message(&format!("r{round}-{w}-{n}"), "archive me")}});
+                        let sent = http
+                            .post(&url)
+                            .header("A2A-Version", "1.0")
+                            .json(&body)
+                            .send()
+                            .await;
+                        let Ok(v) = (match sent {
+                            Ok(r) => r.json::<Value>().await,
+                            Err(_) => return, // the server is gone
+                        }) else {
+                            return;
+                        };
+                        let id = v["result"]["task"]["id"].as_str();
+                        let id = id.unwrap_or_else(|| panic!("not a task: {v}"));
+                        answered.lock().unwrap().push(id.to_owned());
+                    }
+                })
+            })
+            .collect();
+        // Past the pass at start, with tasks piling up beyond what is
+        // kept; then the next pass appends a batch at a time, and deletes
+        // each after its append. The cut comes 0 to 8 ms after the first,
+        // second or third append of it.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let (mut last, mut grew) = (archived_bytes(), 0);
+        let started = Instant::now();
+        while grew <= round % 3 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "round {round}: archived {grew} times in 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let now = archived_bytes();
+            if now != last {
+                (last, grew) = (now, grew + 1);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(round * 2)).await;
+        s.kill9();
+        futures::future::join_all(workers).await;
+        let cut = match round % 3 {
+            0 => Cut::Unsynced,
+            1 => Cut::Torn(0xa5c4 + round),
+            _ => Cut::Scattered(0xa5c4 + round),
+        };
+        let (undone, torn) = cut_power(&files, &log, cut);
+        eprintln!("retention, round {round}: {cut:?} undid {undone} writes (torn: {torn})");
+    }
+
+    // One more start, so that the next archive append meets what the cuts
+    // left at the archive's end; then what is where.
+    let mut s = Server::start_in(&dir, Some(config), &[]);
+    s.client().send_text("auto", "after", "one more").await;
+    s.terminate();
+    let conn = rusqlite::Connection::open(&files[0]).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    let mut stmt = conn.prepare("SELECT id FROM tasks").unwrap();
+    let stored: std::collections::HashSet<String> = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let records = countersign::archive::export(&archive, &Default::default()).unwrap();
+    let archived: std::collections::HashSet<&str> = records
+        .iter()
+        .filter_map(|r| r["task"]["id"].as_str())
+        .collect();
+    let answered = answered.lock().unwrap();
+    let lost: Vec<&String> = answered
+        .iter()
+        .filter(|id| !stored.contains(*id) && !archived.contains(id.as_str()))
+        .collect();
+    eprintln!(
+        "retention: {} tasks answered, {} in the database, {} archived",
+        answered.len(),
+        stored.len(),
+        archived.len()
+    );
+    assert!(
+        stored.len() + 100 < answered.len(),
+        "retention deleted little: the rounds tested little"
+    );
+    assert!(
+        lost.is_empty(),
+        "{} answered tasks lost: {lost:?}",
+        lost.len()
     );
 }

@@ -165,8 +165,15 @@ fn next(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The watched file `i`, which a record of a write to it says exists.
+fn made(files: &[Option<File>], i: usize) -> &File {
+    files[i]
+        .as_ref()
+        .expect("a watched file with writes exists")
+}
+
 /// Undoes `r`'s write but for its first `keep` bytes.
-fn undo(files: &[File], r: &Record, keep: u64) {
+fn undo(files: &[Option<File>], r: &Record, keep: u64) {
     match r {
         Record::Write {
             file,
@@ -175,7 +182,7 @@ fn undo(files: &[File], r: &Record, keep: u64) {
             size,
             old,
         } => {
-            let f = &files[*file];
+            let f = made(files, *file);
             let keep = keep.min(*len);
             if (keep as usize) < old.len() {
                 f.write_all_at(&old[keep as usize..], off + keep).unwrap();
@@ -191,7 +198,7 @@ fn undo(files: &[File], r: &Record, keep: u64) {
             size,
             old,
         } => {
-            let f = &files[*file];
+            let f = made(files, *file);
             f.set_len(*size).unwrap();
             f.write_all_at(old, *len).unwrap();
         }
@@ -217,13 +224,17 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
         })
         .map(|(_, r)| r)
         .collect();
-    let opened: Vec<File> = files
+    // A watched file never made has nothing to undo.
+    let opened: Vec<Option<File>> = files
         .iter()
-        .map(|f| OpenOptions::new().read(true).write(true).open(f).unwrap())
+        .map(|f| {
+            f.exists()
+                .then(|| OpenOptions::new().read(true).write(true).open(f).unwrap())
+        })
         .collect();
     if let Cut::Scattered(seed) = cut {
         let (lost, torn) = scatter(&opened, &unsynced, seed);
-        for f in &opened {
+        for f in opened.iter().flatten() {
             f.sync_all().unwrap();
         }
         std::fs::remove_file(log).unwrap();
@@ -247,7 +258,7 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
     if let Some(r) = unsynced.get(kept) {
         undo(&opened, r, torn.unwrap_or(0));
     }
-    for f in &opened {
+    for f in opened.iter().flatten() {
         f.sync_all().unwrap();
     }
     std::fs::remove_file(log).unwrap();
@@ -259,12 +270,12 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
 /// range, is what that write left there); then writes again, oldest first,
 /// those the seed keeps, some torn at a sector. Returns how many writes
 /// were lost, and whether one was torn.
-fn scatter(files: &[File], unsynced: &[&Record], seed: u64) -> (usize, bool) {
+fn scatter(files: &[Option<File>], unsynced: &[&Record], seed: u64) -> (usize, bool) {
     let mut written = vec![Vec::new(); unsynced.len()];
     for (i, r) in unsynced.iter().enumerate().rev() {
         if let Record::Write { file, off, len, .. } = r {
             let mut bytes = vec![0; *len as usize];
-            files[*file].read_exact_at(&mut bytes, *off).unwrap();
+            made(files, *file).read_exact_at(&mut bytes, *off).unwrap();
             written[i] = bytes;
         }
         undo(files, r, 0);
@@ -287,10 +298,12 @@ fn scatter(files: &[File], unsynced: &[&Record], seed: u64) -> (usize, bool) {
                 }
                 let keep = keep.min(*len) as usize;
                 if keep > 0 {
-                    files[*file].write_all_at(&bytes[..keep], *off).unwrap();
+                    made(files, *file)
+                        .write_all_at(&bytes[..keep], *off)
+                        .unwrap();
                 }
             }
-            Record::Truncate { file, len, .. } => files[*file].set_len(*len).unwrap(),
+            Record::Truncate { file, len, .. } => made(files, *file).set_len(*len).unwrap(),
             Record::Sync { .. } => unreachable!("a sync is never undone"),
         }
     }

@@ -1,10 +1,11 @@
 //! Power cuts for tests: a library preloaded into the server
 //! (`LD_PRELOAD`) that records, before each write to the files it watches,
 //! the bytes that write replaces, and marks each `fsync`/`fdatasync` of
-//! them. After the server is killed, `tests/power_loss.rs` reads that
-//! record and undoes every write made after its file's last sync, or a
-//! prefix of those writes with the next one torn: what a disk may hold
-//! after the power went, when nothing unsynced had to reach it.
+//! them. After the server is killed, `tests/common/powercut.rs` reads that
+//! record and undoes every write made after its file's last sync, or keeps
+//! a prefix of those writes with the next one torn, or any of them out of
+//! order: what a disk may hold after the power went, when nothing unsynced
+//! had to reach it.
 //!
 //! Everything else (reads, `mmap`, the `-shm` file) goes to the file
 //! system as it would. The process is only ever slowed: one lock is held
@@ -209,6 +210,11 @@ unsafe fn written(
     let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
     let off = match off {
         Some(o) => o,
+        // A descriptor opened to append writes at the end, wherever its
+        // offset stands (at 0 before its first write).
+        None if unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_APPEND != 0 => {
+            off_t::try_from(Watch::size(fd)).unwrap_or(off_t::MAX)
+        }
         None => unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) },
     };
     if let Ok(off) = u64::try_from(off) {
