@@ -214,21 +214,29 @@ pub(crate) fn parse_text(text: &str) -> Result<serde_json::Value, Error> {
     serde_json::from_str(text).map_err(|e| Error::Parse(e.to_string()))
 }
 
-/// Refuses JSON nested deeper than `max`, before parsing it.
+/// Refuses JSON nested deeper than `max`, before parsing it. Strings are
+/// skipped whole, to their closing quote (`memchr2` finds it, or an escape,
+/// many bytes at a time): brackets in them do not count.
 pub(crate) fn check_depth(text: &str, max: usize) -> Result<(), Error> {
-    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
-    for b in text.bytes() {
-        if in_str {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
+    let bytes = text.as_bytes();
+    let (mut depth, mut at) = (0usize, 0usize);
+    while let Some(&b) = bytes.get(at) {
+        at += 1;
         match b {
-            b'"' => in_str = true,
+            b'"' => loop {
+                // An unterminated string is the parser's to refuse.
+                let Some(rest) = bytes.get(at..) else {
+                    return Ok(());
+                };
+                match memchr::memchr2(b'"', b'\\', rest) {
+                    None => return Ok(()),
+                    Some(i) if rest[i] == b'\\' => at += i + 2,
+                    Some(i) => {
+                        at += i + 1;
+                        break;
+                    }
+                }
+            },
             b'{' | b'[' => {
                 depth += 1;
                 if depth > max {
@@ -357,6 +365,47 @@ mod tests {
         assert!(check_depth(r#"{"a":"[[[[[[[[[[[[[["}"#, 3).is_ok());
         assert!(check_depth("[[[[1]]]]", 3).is_err());
         assert!(check_depth(r#"{"a":"\"[[[["}"#, 2).is_ok());
+        assert!(check_depth(r#"{"a":"\\"}"#, 1).is_ok());
+        assert!(check_depth(r#"{"a":"\\",[[["#, 2).is_err());
+        assert!(check_depth(r#"["\"#, 1).is_ok(), "an escape at the end");
+    }
+
+    /// The depth a byte at a time, as the check once counted it.
+    fn depth_bytewise(text: &str, max: usize) -> bool {
+        let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+        for b in text.bytes() {
+            if in_str {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_str = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_str = true,
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > max {
+                        return false;
+                    }
+                }
+                b'}' | b']' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        true
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn depth_check_skips_strings_as_a_bytewise_scan_does(
+            text in r#"[\[\]{}"\\a,:é]{0,64}"#,
+            max in 0usize..6,
+        ) {
+            proptest::prop_assert_eq!(check_depth(&text, max).is_ok(), depth_bytewise(&text, max));
+        }
     }
 
     #[test]
