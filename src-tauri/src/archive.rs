@@ -116,7 +116,7 @@ impl Writer {
             let file = gz.finish()?;
             file.sync_all()?;
             if !existed {
-                crate::durable_fs::sync_dir(&self.dir, &path);
+                crate::durable_fs::sync_parent(&path);
             }
         }
         Ok(())

@@ -4,14 +4,14 @@
 
 use std::path::Path;
 
-/// Syncs folder `dir`, so that the names just made in it (`made`, for the
-/// log) are on the disk. A failure is logged, not returned: what was made
-/// is in place, and only a power loss before the next sync could undo it.
-pub fn sync_dir(dir: &Path, made: &Path) {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
+/// Syncs the folder `made` was just made in (a file, or a folder), so that
+/// its name is on the disk. A failure is logged, not returned: what was
+/// made is in place, and only a power loss before the next sync could undo
+/// it.
+pub fn sync_parent(made: &Path) {
+    let dir = match made.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     };
     if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
         tracing::warn!(
@@ -23,7 +23,7 @@ pub fn sync_dir(dir: &Path, made: &Path) {
 }
 
 /// Creates folder `dir` and whichever of its parents are missing, and
-/// syncs each new one's name into its parent (see [`sync_dir`]).
+/// syncs each new one's name into its parent (see [`sync_parent`]).
 pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
     let missing: Vec<&Path> = dir
         .ancestors()
@@ -34,7 +34,7 @@ pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
     }
     std::fs::create_dir_all(dir)?;
     for made in missing.iter().rev() {
-        sync_dir(made.parent().unwrap_or(Path::new(".")), made);
+        sync_parent(made);
     }
     Ok(())
 }

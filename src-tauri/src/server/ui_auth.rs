@@ -173,7 +173,7 @@ pub(crate) fn write_private(path: &Path, contents: &[u8], replace: Replace) -> s
     };
     let _ = std::fs::remove_file(&tmp);
     placed?;
-    crate::durable_fs::sync_dir(path.parent().unwrap_or(Path::new(".")), path);
+    crate::durable_fs::sync_parent(path);
     Ok(())
 }
 
