@@ -232,16 +232,8 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
                 .then(|| OpenOptions::new().read(true).write(true).open(f).unwrap())
         })
         .collect();
-    if let Cut::Scattered(seed) = cut {
-        let (lost, torn) = scatter(&opened, &unsynced, seed);
-        for f in opened.iter().flatten() {
-            f.sync_all().unwrap();
-        }
-        std::fs::remove_file(log).unwrap();
-        return (lost, torn);
-    }
-    let (kept, torn) = match cut {
-        Cut::Unsynced | Cut::Scattered(_) => (0, None),
+    let (undone, torn) = match cut {
+        Cut::Unsynced => keep_prefix(&opened, &unsynced, 0, None),
         Cut::Torn(seed) => {
             let mut s = seed;
             let kept = (next(&mut s) % (unsynced.len() as u64 + 1)) as usize;
@@ -249,19 +241,33 @@ pub fn cut_power(files: &[PathBuf], log: &Path, cut: Cut) -> (usize, bool) {
                 Some(Record::Write { len, .. }) => Some(next(&mut s) % (len / 512 + 1) * 512),
                 _ => None,
             };
-            (kept, torn)
+            keep_prefix(&opened, &unsynced, kept, torn)
         }
+        Cut::Scattered(seed) => scatter(&opened, &unsynced, seed),
     };
-    for r in unsynced.iter().skip(kept + 1).rev() {
-        undo(&opened, r, 0);
-    }
-    if let Some(r) = unsynced.get(kept) {
-        undo(&opened, r, torn.unwrap_or(0));
-    }
     for f in opened.iter().flatten() {
         f.sync_all().unwrap();
     }
     std::fs::remove_file(log).unwrap();
+    (undone, torn)
+}
+
+/// [`Cut::Unsynced`] and [`Cut::Torn`]: undoes the unsynced writes after
+/// the first `kept`, and of the one at `kept` all but its first `torn`
+/// bytes (all of it without). Returns how many writes were undone, and
+/// whether one was torn.
+fn keep_prefix(
+    files: &[Option<File>],
+    unsynced: &[&Record],
+    kept: usize,
+    torn: Option<u64>,
+) -> (usize, bool) {
+    for r in unsynced.iter().skip(kept + 1).rev() {
+        undo(files, r, 0);
+    }
+    if let Some(r) = unsynced.get(kept) {
+        undo(files, r, torn.unwrap_or(0));
+    }
     (unsynced.len().saturating_sub(kept), torn.is_some())
 }
 
