@@ -43,6 +43,10 @@ const PER_ROUND: usize = 240;
 
 const AGENTS: &str = "[[agents]]\nid = \"inbox\"\nbackend = \"human\"\n";
 
+/// An agent that completes each task at once: tasks for retention to archive.
+const AUTO: &str = "[[agents]]\nid = \"auto\"\nbackend = \"scripted\"\n\
+    fallback = [ { complete = \"done\" } ]\n";
+
 #[test]
 fn a_cut_undoes_what_was_not_synced_and_keeps_what_was() {
     let dir = tempfile::tempdir().unwrap();
@@ -532,10 +536,8 @@ fn watching_the_data_dir(config: &str) -> (Server, PathBuf, tempfile::TempDir) {
 /// those tasks with it.
 #[tokio::test]
 async fn the_archive_folder_is_synced_into_the_data_dir() {
-    let config = "[retention]\nmax_tasks = 1\ninterval_secs = 1\n\n\
-        [[agents]]\nid = \"auto\"\nbackend = \"scripted\"\n\
-        fallback = [ { complete = \"done\" } ]\n";
-    let (mut s, log, _tmp) = watching_the_data_dir(config);
+    let config = format!("[retention]\nmax_tasks = 1\ninterval_secs = 1\n\n{AUTO}");
+    let (mut s, log, _tmp) = watching_the_data_dir(&config);
     let at_start = settled_syncs(&log).await;
     let client = s.client();
     for i in 0..3 {
@@ -664,10 +666,11 @@ async fn a_change_made_in_the_ui_survives_a_power_cut() {
 async fn retention_loses_no_task_to_a_power_cut() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
-    let config = "[store]\ndurability = \"full\"\n\n\
-        [retention]\nmax_tasks = 20\ninterval_secs = 1\nbatch = 50\n\n\
-        [[agents]]\nid = \"auto\"\nbackend = \"scripted\"\n\
-        fallback = [ { complete = \"done\" } ]\n";
+    let config = format!(
+        "[store]\ndurability = \"full\"\n\n\
+        [retention]\nmax_tasks = 20\ninterval_secs = 1\nbatch = 50\n\n{AUTO}"
+    );
+    let config = config.as_str();
     // Tasks are archived by the month (UTC) they last changed in: this
     // one's file, and the next one's should the test run across its end.
     let now = chrono::Utc::now();

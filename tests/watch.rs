@@ -1142,13 +1142,13 @@ async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send
     eprintln!("undid {undone} writes");
     sending.abort();
 
-    let config = request["params"]["configuration"]["taskPushNotificationConfig"].clone();
+    let webhook = &request["params"]["configuration"]["taskPushNotificationConfig"];
     let (url, token) = (
-        config["url"].as_str().unwrap(),
-        config["token"].as_str().unwrap(),
+        webhook["url"].as_str().unwrap(),
+        webhook["token"].as_str().unwrap(),
     );
     let remote_id = answer["result"]["task"]["id"].as_str().unwrap();
-    let local = Server::start_in(dir.path(), Some(&config_behind(&proxy, "")), &[]);
+    let local = Server::start_in(dir.path(), Some(&config), &[]);
     let api = Api::new(&local);
     let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
     let (status, body) = push(&url, token, remote_id).await;
