@@ -658,6 +658,11 @@ struct ProxyState {
     upstream: Arc<OnceLock<String>>,
     /// GetTask calls get 503, as from a peer that is down for a moment.
     fail: Arc<AtomicBool>,
+    /// Every call gets 503, as from a peer that is down.
+    down: Arc<AtomicBool>,
+    /// The peer's card says it sends no push notifications (and goes
+    /// unsigned: the signature covered the claim it made).
+    no_pushes: Arc<AtomicBool>,
     /// How long the answers to the next GetTask calls are held back, in
     /// milliseconds, one entry per call (the peer has answered; the answer
     /// is late, as from a busy peer or a slow network).
@@ -694,6 +699,8 @@ impl Proxy {
         let state = ProxyState {
             upstream: Arc::default(),
             fail: Arc::default(),
+            down: Arc::default(),
+            no_pushes: Arc::default(),
             delays: Arc::default(),
             send_delays: Arc::default(),
             new_task_per_reply: Arc::default(),
@@ -728,6 +735,14 @@ impl Proxy {
 
     fn fail_reads(&self, fail: bool) {
         self.state.fail.store(fail, Ordering::SeqCst);
+    }
+
+    fn hide_pushes(&self) {
+        self.state.no_pushes.store(true, Ordering::SeqCst);
+    }
+
+    fn go_down(&self, down: bool) {
+        self.state.down.store(down, Ordering::SeqCst);
     }
 
     fn delay_reads(&self, ms: &[u64]) {
@@ -767,7 +782,7 @@ async fn forward(
     let is_read = text.contains("\"GetTask\"")
         || text.contains("\"tasks/get\"")
         || (parts.method == reqwest::Method::GET && parts.uri.path().contains("/tasks/"));
-    if is_read && s.fail.load(Ordering::SeqCst) {
+    if s.down.load(Ordering::SeqCst) || (is_read && s.fail.load(Ordering::SeqCst)) {
         return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
     }
     let body = if is_send && s.new_task_per_reply.load(Ordering::SeqCst) {
@@ -796,7 +811,13 @@ async fn forward(
     let answer = out.send().await.unwrap();
     let status = answer.status();
     let headers = answer.headers().clone();
-    let bytes = answer.bytes().await.unwrap();
+    let mut bytes = answer.bytes().await.unwrap();
+    if path.ends_with("agent-card.json") && s.no_pushes.load(Ordering::SeqCst) {
+        let mut card: Value = serde_json::from_slice(&bytes).unwrap();
+        card["capabilities"]["pushNotifications"] = json!(false);
+        card.as_object_mut().unwrap().remove("signatures");
+        bytes = axum::body::Bytes::from(serde_json::to_vec(&card).unwrap());
+    }
     if is_send {
         let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let answer = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
@@ -1107,7 +1128,9 @@ async fn a_push_that_overtakes_the_answer_starting_its_task_is_not_turned_back()
 /// power goes before the peer's answer reaches us (the checkpoint's syncs
 /// stalled, so nothing else puts our commits on the disk), the push
 /// subscription the task carried is still on our disk, and the peer's
-/// next push about the task brings it here.
+/// next push about the task brings it here. The send itself was kept on
+/// the disk too, and goes out again after the restart: this peer does not
+/// drop a repeated message, so it holds two tasks, and both are here.
 #[tokio::test]
 async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send() {
     let proxy = Proxy::start().await;
@@ -1157,8 +1180,172 @@ async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send
         StatusCode::OK,
         "the peer's push after the cut: {body}"
     );
-    let q = wait_for_queue(&api, 1).await;
-    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    let q = wait_for_queue(&api, 2).await;
+    for item in q["items"].as_array().unwrap() {
+        assert_eq!(item["preview"], "deploy the docs", "{q}");
+    }
+    let started = tasks_started(&proxy);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(started[0].0, started[1].0, "sent again as the same message");
+}
+
+/// The outbox's `start` items (tasks sent to a peer from the UI API).
+async fn start_items(api: &Api) -> Vec<Value> {
+    let (status, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+    assert_eq!(status, StatusCode::OK, "{o}");
+    o["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "start")
+        .cloned()
+        .collect()
+}
+
+/// The SendMessage calls the peer answered with a task: (the message's
+/// id, the task's context id there).
+fn tasks_started(proxy: &Proxy) -> Vec<(String, String)> {
+    proxy
+        .sent()
+        .iter()
+        .filter_map(|(request, answer)| {
+            let context = answer["result"]["task"]["contextId"].as_str()?;
+            let message = request["params"]["message"]["messageId"].as_str()?;
+            Some((message.to_owned(), context.to_owned()))
+        })
+        .collect()
+}
+
+/// A task sent to a peer that sends no pushes, and Countersign killed, or
+/// its power cut (the checkpoint's syncs stalled, so nothing else puts our
+/// commits on the disk), after the peer took the task but before its
+/// answer arrived: nothing on the peer's side would ever bring the task
+/// here. The send was kept on the disk, so after the restart it goes out
+/// again, with the same message id, and the task the peer answers with is
+/// mirrored and parked.
+#[tokio::test]
+async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_send() {
+    for power_cut in [false, true] {
+        let proxy = Proxy::start().await;
+        proxy.hide_pushes();
+        let peer = Server::start(Some(&proxy.peer_config()));
+        proxy.to(&peer);
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_behind(&proxy, "");
+        let store = powercut::Store::in_dir(dir.path());
+        let mut local = if power_cut {
+            let mut cmd = store.command();
+            cmd.env("POWERCUT_STALL", "store-checkpoint");
+            Server::start_cmd_in(cmd, dir.path(), Some(&config))
+        } else {
+            Server::start_in(dir.path(), Some(&config), &[])
+        };
+        // The peer's answer is held on the way back.
+        proxy.delay_sends(&[30_000]);
+        let api = Api::new(&local);
+        let sending = tokio::spawn(async move {
+            api.call(
+                reqwest::Method::POST,
+                "/peers/bot/tasks",
+                Some(json!({ "text": "deploy the docs" })),
+            )
+            .await
+        });
+        let (message_id, first) = loop {
+            if let Some(started) = tasks_started(&proxy).pop() {
+                break started;
+            }
+            assert!(!sending.is_finished(), "answered before the peer had it");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let (request, _) = proxy.sent().pop().unwrap();
+        assert!(
+            request["params"]["configuration"]["taskPushNotificationConfig"].is_null(),
+            "sent with a webhook: {request}"
+        );
+        local.kill9();
+        if power_cut {
+            let (undone, _) = store.cut(Cut::Unsynced);
+            eprintln!("undid {undone} writes");
+        }
+        sending.abort();
+
+        let local = Server::start_in(dir.path(), Some(&config), &[]);
+        let api = Api::new(&local);
+        let q = wait_for_queue(&api, 1).await;
+        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+        let started = tasks_started(&proxy);
+        assert_eq!(started.len(), 2, "{started:?}");
+        assert_eq!(started[1].0, message_id, "sent again as the same message");
+        // The peer started a second task for it (it does not drop repeated
+        // messages); that one is mirrored here.
+        let again = &started[1].1;
+        assert_ne!(again, &first);
+        let id = q["items"][0]["taskId"].as_str().unwrap();
+        let d = detail(&api, id).await;
+        assert_eq!(d["task"]["contextId"], again.as_str(), "{d}");
+        let items = start_items(&api).await;
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0]["status"], "delivered", "{items:?}");
+        assert_eq!(items[0]["refId"], message_id.as_str(), "{items:?}");
+    }
+}
+
+/// A send the caller hears the outcome of keeps nothing owed: one that
+/// worked is marked delivered with its mirror, one that failed is
+/// dropped, and neither goes out again after a restart.
+#[tokio::test]
+async fn a_send_whose_caller_heard_how_it_went_is_not_sent_again() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_behind(&proxy, "");
+    let mut local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    let (id, state) = start_task(&api, "deploy the docs").await;
+    assert_eq!(state, "TASK_STATE_INPUT_REQUIRED");
+    let items = start_items(&api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "delivered", "{items:?}");
+    assert_eq!(items[0]["attempts"], 1, "{items:?}");
+
+    // The peer is down: the card cannot be read, and the caller is told.
+    proxy.go_down(true);
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({ "text": "deploy the blog" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(
+        start_items(&api).await.len(),
+        1,
+        "the failed send left an item"
+    );
+    proxy.go_down(false);
+
+    local.kill9();
+    let local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    // A send made after the restart goes out after anything the outbox
+    // was owed at start-up (the runner starts at once; sends are few).
+    let (_, later) = start_task(&api, "deploy the wiki").await;
+    wait_for_queue(&api, 2).await;
+    let texts: Vec<String> = proxy
+        .sent()
+        .iter()
+        .filter(|(_, answer)| answer["result"]["task"].is_object())
+        .filter_map(|(request, _)| {
+            request["params"]["message"]["parts"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(texts, ["deploy the docs", "deploy the wiki"], "{texts:?}");
+    assert_ne!(id, later);
 }
 
 #[tokio::test]

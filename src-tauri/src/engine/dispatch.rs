@@ -307,6 +307,11 @@ impl Engine {
                 .map(|()| Done::Recorded)
                 .map_err(Failure::from),
             "chain" => self.deliver_hop(item).await.map(|()| Done::Delivered),
+            "start" => self
+                .deliver_start(item)
+                .await
+                .map(|()| Done::Recorded)
+                .map_err(Failure::from),
             other => Err(Failure::permanent(format!("unknown outbox kind `{other}`"))),
         };
         let cfg = &self.dispatch().config;
@@ -483,7 +488,11 @@ impl Engine {
             }
             Action::Send { peer, .. } => {
                 let message = hop_message(&rule, &task, &head.agent_id, &hop.id);
-                self.start_on_peer(peer, message, Some(hop.id.clone()))
+                let along = super::watch::Along {
+                    hop: Some(hop.id.clone()),
+                    ..Default::default()
+                };
+                self.start_on_peer(peer, message, along)
                     .await
                     .map(|_| ())
                     .map_err(Failure::from)

@@ -482,6 +482,20 @@ impl Engine {
             self.apply(id, Step::Status(TaskState::Failed, Some(msg)))
                 .await?;
         }
+        // Tasks sent to peers that the stop cut short go out again now.
+        match self
+            .inner
+            .store
+            .write(|conn| store::peers::release_starts(conn, now_ms()))
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                "sending again {n} task(s) to peers whose answers the last stop cut off"
+            ),
+            // They go out when their lease ends instead.
+            Err(e) => tracing::warn!("cannot make the sends cut off by the last stop due: {e}"),
+        }
         // Decisions recorded before the stop but not yet applied.
         let resumed = self.resume_decisions().await?;
         if resumed > 0 {

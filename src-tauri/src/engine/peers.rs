@@ -105,6 +105,11 @@ fn shaped(parts: Vec<Part>, format: &str) -> Vec<Part> {
 /// How long one call to a peer may take.
 pub(super) const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long a send the person waits on keeps its `start` item from the
+/// outbox runner: far longer than the calls it makes can take (each gives
+/// up after [`PEER_TIMEOUT`]).
+const START_LEASE_MS: i64 = 5 * 60 * 1000;
+
 impl Engine {
     pub(super) fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
         if let Some(c) = self.inner.client.get() {
@@ -465,20 +470,88 @@ impl Engine {
 
     /// Starts a task on a peer with `parts`, and watches it (by push when
     /// the peer offers it; the sweep in any case). Returns our mirror.
+    ///
+    /// The message is the peer's from the moment the peer has it, before
+    /// its answer reaches us. So it is first kept in the outbox as a
+    /// `start` item, on the disk, which the mirror marks delivered as it
+    /// commits. If Countersign stops in between (a crash, a power cut), the
+    /// item is left, and the outbox sends it again after the restart, with
+    /// the same `messageId`: at least once, as chain hops and decisions
+    /// go. A send that fails while the caller waits is reported to the
+    /// caller, and its item is dropped.
     pub async fn send_to_peer(&self, peer_id: &str, parts: Vec<Part>) -> Result<Task, PeerError> {
-        self.start_on_peer(peer_id, Message::user(new_id(), parts), None)
+        // An unknown peer is refused before anything is kept.
+        self.peer_record(peer_id).await?;
+        let message = Message::user(new_id(), parts);
+        let now = now_ms();
+        let mut item = OutboxItem::due_now(
+            format!("start:{}", message.message_id),
+            "start",
+            message.message_id.clone(),
+            serde_json::json!({ "message": message }),
+            now,
+        );
+        item.peer_id = Some(peer_id.to_owned());
+        // Not the runner's while this call makes the attempt: a restart
+        // (`Engine::recover`) makes what is left due at once.
+        item.next_ms = now + START_LEASE_MS;
+        let item_id = item.id.clone();
+        self.inner
+            .store
+            .write_to_disk(move |conn| p::enqueue(conn, &item))
+            .await?;
+        let along = Along {
+            delivered: Some(item_id.clone()),
+            ..Along::default()
+        };
+        let started = self.start_on_peer(peer_id, message, along).await;
+        if let Err(e) = &started {
+            let id = item_id.clone();
+            let dropped = self
+                .inner
+                .store
+                .write_to_disk(move |conn| p::drop_untried(conn, &id))
+                .await;
+            if let Err(store) = dropped {
+                tracing::error!(item = %item_id, "a send to peer `{peer_id}` failed ({e}) and its outbox item cannot be dropped ({store}); it may be sent again after a restart");
+            }
+        }
+        let id = started?;
+        self.task_detail(&id)
             .await
+            .map(|d| d.task)
+            .map_err(|e| PeerError::Invalid(e.to_string()))
     }
 
-    /// Starts a task on a peer with `message` and watches it; a chain hop
-    /// that starts it is linked to our mirror in the transaction that
-    /// creates the mirror. Returns our mirror.
+    /// Sends a `start` outbox item: a task sent to a peer that Countersign
+    /// stopped in the middle of (see [`Engine::send_to_peer`]). Its
+    /// delivery is recorded with the mirror, in one transaction.
+    pub(super) async fn deliver_start(&self, item: &OutboxItem) -> Result<(), PeerError> {
+        let peer_id = item
+            .peer_id
+            .as_deref()
+            .ok_or_else(|| PeerError::Invalid("a task to start without a peer".into()))?;
+        let message: Message = serde_json::from_value(item.body["message"].clone())
+            .map_err(|e| PeerError::Invalid(format!("the stored message is unreadable: {e}")))?;
+        let along = Along {
+            delivered: Some(item.id.clone()),
+            ..Along::default()
+        };
+        self.start_on_peer(peer_id, message, along)
+            .await
+            .map(|_| ())
+    }
+
+    /// Starts a task on a peer with `message` and watches it; what `along`
+    /// names (the chain hop that starts it, the outbox item it delivers)
+    /// is recorded in the transaction that creates our mirror. Returns our
+    /// mirror's id.
     pub(super) async fn start_on_peer(
         &self,
         peer_id: &str,
         message: Message,
-        hop: Option<String>,
-    ) -> Result<Task, PeerError> {
+        along: Along,
+    ) -> Result<String, PeerError> {
         // A fresh card: a new task goes only to the agent the person trusted.
         let peer = self.peer_card(peer_id, true).await?;
         let (rec, card) = &*peer;
@@ -514,20 +587,13 @@ impl Engine {
             }
         };
         let remote_id = task.id.clone();
-        let along = Along {
-            hop,
-            ..Along::default()
-        };
         let id = self
             .mirror_started(peer_id, sub_id.as_deref(), task, along)
             .await?;
         if sub_id.is_none() {
             self.follow_unpushed(peer_id, &remote_id, &id);
         }
-        self.task_detail(&id)
-            .await
-            .map(|d| d.task)
-            .map_err(|e| PeerError::Invalid(e.to_string()))
+        Ok(id)
     }
 
     /// Mirrors `answer`, the peer's answer to the call that started task
@@ -639,7 +705,7 @@ impl Engine {
         let id = item.id.clone();
         self.inner
             .store
-            .write(move |conn| p::enqueue(conn, &item))
+            .write_to_disk(move |conn| p::enqueue(conn, &item))
             .await?;
         self.inner.outbox_ready.notify_one();
         Ok(id)

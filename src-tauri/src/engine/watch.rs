@@ -393,8 +393,9 @@ pub(super) struct Along {
     /// so the mirror's first events already know their ancestry (loop
     /// protection depends on it).
     pub hop: Option<String>,
-    /// The outbox item (a re-read) this mirror delivers: marked delivered
-    /// with it, one commit fewer than recording the attempt after.
+    /// The outbox item this mirror delivers (a re-read, or a task sent to
+    /// the peer): marked delivered with it, one commit fewer than
+    /// recording the attempt after, and no window between the two.
     pub delivered: Option<String>,
     /// The peer's id of the task this one continues: the peer answered a
     /// decision on that task with this new one (as a peer that starts a

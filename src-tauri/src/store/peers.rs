@@ -363,11 +363,13 @@ pub fn open_watched(conn: &Connection) -> Result<Vec<(String, String, String)>> 
 pub struct OutboxItem {
     pub id: String,
     /// `decision` (to a peer), `push` (a push notification to a caller's
-    /// webhook), `chain` (a chain hop) or `reread` (a pushed task to read
-    /// from its peer, when the push could not wait for it).
+    /// webhook), `chain` (a chain hop), `reread` (a pushed task to read
+    /// from its peer, when the push could not wait for it) or `start` (a
+    /// task sent to a peer from the UI API, kept until the peer's answer is
+    /// mirrored).
     pub kind: String,
     /// What it is about (the decision, task or hop id; for a `reread`, the
-    /// task's id on the peer).
+    /// task's id on the peer; for a `start`, the message's id).
     pub ref_id: String,
     pub peer_id: Option<String>,
     pub body: serde_json::Value,
@@ -501,6 +503,26 @@ pub fn record_attempt(
     )?
     .execute(params![id, status, error, next_ms, now_ms])?;
     Ok(())
+}
+
+/// Drops an item nobody has attempted yet (a send whose caller was told
+/// it failed). Returns whether there was one.
+pub fn drop_untried(conn: &Connection, id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("DELETE FROM outbox WHERE id = ?1 AND status = 'pending' AND attempts = 0")?
+        .execute([id])?
+        == 1)
+}
+
+/// Makes every pending `start` item due by `now_ms`: at start-up, before
+/// anything is served, each is a send that the last run stopped in the
+/// middle of, no longer one a caller is making. Returns how many.
+pub fn release_starts(conn: &Connection, now_ms: i64) -> Result<usize> {
+    Ok(conn
+        .prepare_cached(
+            "UPDATE outbox SET next_ms = ?1 WHERE kind = 'start' AND status = 'pending' AND next_ms > ?1",
+        )?
+        .execute([now_ms])?)
 }
 
 /// Puts a dead letter back in line, due now, with its attempts reset.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { actorLabel, deliveryState, shortTime, time } from './format';
+import { actorLabel, deliveryLabel, deliveryState, shortTime, time } from './format';
 
 describe('shortTime', () => {
   const now = new Date(2026, 10, 26, 15, 0, 0).getTime();
@@ -33,5 +33,14 @@ describe('decision words', () => {
     expect(deliveryState('delivered')).toBe('delivered to the agent');
     expect(deliveryState('pending')).toBe('being delivered to the agent');
     expect(deliveryState('failed')).toMatch(/failed/);
+  });
+});
+
+describe('deliveryLabel', () => {
+  it('names every kind the outbox holds in words, and passes an unknown one through', () => {
+    expect(deliveryLabel('start')).toBe('task sent to a peer');
+    expect(deliveryLabel('reread')).toBe('re-read of a pushed task');
+    expect(deliveryLabel('chain')).toBe('chain hop');
+    expect(deliveryLabel('later')).toBe('later');
   });
 });

@@ -89,6 +89,8 @@ export function deliveryLabel(kind: string): string {
       return 'chain hop';
     case 'reread':
       return 're-read of a pushed task';
+    case 'start':
+      return 'task sent to a peer';
     default:
       return kind;
   }
