@@ -1291,6 +1291,76 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
     }
 }
 
+/// A chain hop that sends a task to a peer with no pushes, and the power
+/// cut (the checkpoint's syncs stalled) after the peer took it but before
+/// its answer arrived. The task that fired the hop, and the hop, were
+/// synced before it went: after the restart both are here, and the hop
+/// goes out again with the same message id.
+#[tokio::test]
+async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
+    let proxy = Proxy::start().await;
+    proxy.hide_pushes();
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"[webhooks]
+sweep_secs = 0
+
+[dispatch]
+max_backoff_secs = 1
+
+[[agents]]
+id = "auto"
+backend = "scripted"
+fallback = [{{ complete = "done" }}]
+
+[[peers]]
+id = "bot"
+url = "{}/a2a/bot"
+
+[[chains]]
+id = "on"
+trigger = {{ agent = "auto" }}
+action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}" }}
+"#,
+        proxy.base
+    );
+    let store = powercut::Store::in_dir(dir.path());
+    let mut cmd = store.command();
+    cmd.env("POWERCUT_STALL", "store-checkpoint");
+    let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
+    proxy.delay_sends(&[30_000]);
+    let done = local.client().send_text("auto", "m-1", "the docs").await;
+    let task_id = done["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        done["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let (message_id, _) = loop {
+        if let Some(started) = tasks_started(&proxy).pop() {
+            break started;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    local.kill9();
+    let (undone, _) = store.cut(Cut::Unsynced);
+    eprintln!("undid {undone} writes");
+
+    let local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    let started = tasks_started(&proxy);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(started[1].0, message_id, "sent again as the same message");
+    let d = detail(&api, &task_id).await;
+    assert_eq!(d["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{d}");
+    let hops = d["chain"]["children"].as_array().unwrap();
+    assert_eq!(hops.len(), 1, "{d}");
+    assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
+}
+
 /// A send the caller hears the outcome of keeps nothing owed: one that
 /// worked is marked delivered with its mirror, one that failed is
 /// dropped, and neither goes out again after a restart.

@@ -456,6 +456,18 @@ impl Engine {
         })?;
         let (head, task) = task
             .ok_or_else(|| Failure::permanent(format!("task `{}` is gone", hop.parent_task_id)))?;
+        // The receiver acts on a hop the moment it has it, so the commit
+        // that fired the hop (a task's change, and the hop with it) goes to
+        // the disk first. A power cut could otherwise take it while the
+        // receiver has the hop: the hop is then never recorded here, or
+        // the change is made again (a caller's resent message, a peer's
+        // task re-read) and fires a hop with a new id, which no receiver
+        // can tell from a new one.
+        self.inner
+            .store
+            .sync_now()
+            .await
+            .map_err(|e| Failure::storage(&e))?;
         match &rule.action {
             Action::Push {
                 url,

@@ -211,14 +211,20 @@ impl Store {
     /// decision, synced by its own job). A failure is logged, not returned:
     /// the commits stand, and the next checkpoint syncs the WAL again.
     pub async fn sync(&self) {
+        if let Err(e) = self.sync_now().await {
+            tracing::error!("cannot sync the WAL after a change: {e}");
+        }
+    }
+
+    /// [`Store::sync`], returning its failure: for what must not go on
+    /// unless every commit before it is on the disk.
+    pub async fn sync_now(&self) -> Result<()> {
         // Nothing committed since the last commit known to be on the disk.
         let through = self.inner.synced.through.load(Ordering::Acquire);
         if through >= self.inner.commits.load(Ordering::Acquire) {
-            return;
+            return Ok(());
         }
-        if let Err(e) = self.write_to_disk(|_| Ok(())).await {
-            tracing::error!("cannot sync the WAL after a change: {e}");
-        }
+        self.write_to_disk(|_| Ok(())).await
     }
 
     /// How many commits were synced for [`Store::write_to_disk`] and
