@@ -1361,6 +1361,40 @@ action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}
     assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
 }
 
+/// A caller that goes away mid-send (its connection closed, as when a
+/// CLI is stopped with Ctrl-C) does not stop the send: the peer's task is
+/// mirrored and parked here, and nothing is left owed to go out again.
+#[tokio::test]
+async fn a_send_goes_on_when_its_caller_goes_away() {
+    let proxy = Proxy::start().await;
+    proxy.hide_pushes();
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let local = Server::start(Some(&config_behind(&proxy, "")));
+    proxy.delay_sends(&[1_000]);
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(local.url("/api/peers/bot/tasks"))
+        .bearer_auth(local.ui_token())
+        .json(&json!({ "text": "deploy the docs" }))
+        .send()
+        .await;
+    assert!(
+        gave_up.is_err(),
+        "answered before the peer did: {gave_up:?}"
+    );
+    let api = Api::new(&local);
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    let items = start_items(&api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "delivered", "{items:?}");
+    assert_eq!(tasks_started(&proxy).len(), 1);
+}
+
 /// A send the caller hears the outcome of keeps nothing owed: one that
 /// worked is marked delivered with its mirror, one that failed is
 /// dropped, and neither goes out again after a restart.

@@ -41,6 +41,9 @@ pub enum PeerError {
     Client(#[from] ClientError),
     #[error("storage failure: {0}")]
     Store(#[from] crate::store::Error),
+    /// The work panicked (a bug; logged where it happened).
+    #[error("{0}")]
+    Bug(String),
     /// The peer's card changed since it was trusted; nothing goes to it
     /// until a person accepts the change. (The message starts with
     /// [`p::HELD_PREFIX`]: accepting re-queues the dead letters it caused.)
@@ -57,7 +60,7 @@ impl PeerError {
             PeerError::Client(c) => c.is_transient(),
             // Retried until accepted (accepting also wakes the retries).
             PeerError::Store(_) | PeerError::Held { .. } => true,
-            PeerError::UnknownPeer(_) | PeerError::Invalid(_) => false,
+            PeerError::UnknownPeer(_) | PeerError::Invalid(_) | PeerError::Bug(_) => false,
         }
     }
 }
@@ -479,7 +482,29 @@ impl Engine {
     /// the same `messageId`: at least once, as chain hops and decisions
     /// go. A send that fails while the caller waits is reported to the
     /// caller, and its item is dropped.
+    ///
+    /// A caller that goes away (a closed connection, a CLI stopped with
+    /// Ctrl-C) does not stop the send: it runs to the end on its own, so
+    /// the peer's task is mirrored here and the item marked delivered
+    /// (dropped, the send would leave both undone until a restart).
     pub async fn send_to_peer(&self, peer_id: &str, parts: Vec<Part>) -> Result<Task, PeerError> {
+        let (engine, peer) = (self.clone(), peer_id.to_owned());
+        let send = tokio::spawn(async move {
+            crate::unwind::caught("a send to a peer", engine.send_and_mirror(&peer, parts)).await
+        });
+        match send.await {
+            Ok(Ok(sent)) => sent,
+            Ok(Err(panic)) => Err(PeerError::Bug(format!(
+                "the send to peer `{peer_id}` failed on a bug: {panic}"
+            ))),
+            Err(e) => Err(PeerError::Bug(format!(
+                "the send to peer `{peer_id}` was stopped: {e}"
+            ))),
+        }
+    }
+
+    /// [`Engine::send_to_peer`], on the caller's task.
+    async fn send_and_mirror(&self, peer_id: &str, parts: Vec<Part>) -> Result<Task, PeerError> {
         // An unknown peer is refused before anything is kept.
         self.peer_record(peer_id).await?;
         let message = Message::user(new_id(), parts);

@@ -40,6 +40,7 @@ fn peer_error(e: PeerError) -> Response {
         PeerError::Held { .. } => api_error(StatusCode::CONFLICT, e.to_string()),
         PeerError::Client(c) => api_error(StatusCode::BAD_GATEWAY, format!("the peer: {c}")),
         PeerError::Store(s) => store_error(&s),
+        PeerError::Bug(_) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
