@@ -4,8 +4,8 @@
 //! the server is killed with SIGKILL and restarted on the same data dir, five
 //! times; then again with `durability = "full"` and a power cut after each
 //! kill (`common::powercut`). Afterwards every acknowledged task and
-//! decision is there, every owed delivery went out, no decision reached the
-//! peer twice, the
+//! decision is there, every owed delivery went out, every task the peer
+//! took from us is known here, no decision reached the peer twice, the
 //! database passes `PRAGMA integrity_check`, and the queue's counts match
 //! its open turns.
 mod common;
@@ -24,8 +24,10 @@ const ROUNDS: usize = 5;
 /// Acknowledged operations per round before the kill.
 const PER_ROUND: usize = 300;
 
-/// A: two local agents and peer B; pushes to a receiver on loopback.
-fn config_a(b: &Server) -> String {
+/// A: two local agents and peer B; pushes to a receiver on loopback. B
+/// reaches A's webhooks through `front` (A listens on a new port each
+/// start).
+fn config_a(b: &Server, front: &Front) -> String {
     format!(
         r#"[outbound]
 allow = ["127.0.0.1"]
@@ -33,6 +35,7 @@ allow = ["127.0.0.1"]
 max_backoff_secs = 1
 [webhooks]
 sweep_secs = 1
+public_url = "{}"
 
 [[agents]]
 id = "inbox"
@@ -48,12 +51,69 @@ steps = [{{ status = {{ state = "working" }} }}, {{ complete = "Done." }}]
 id = "b"
 url = "{}"
 "#,
+        front.base,
         b.url("/a2a/inbox")
     )
 }
 
-/// B may push to A on loopback.
-const PEER_B: &str = "[outbound]\nallow = [\"127.0.0.1\"]\n\n[[agents]]\nid = \"inbox\"\n";
+/// A fixed address on 127.0.0.1 in front of whichever A is running: what
+/// a machine's fixed port is to the peer. While no A runs, or the one set
+/// is gone, it answers 503 (the peer tries again).
+struct Front {
+    base: String,
+    to: Arc<Mutex<Option<String>>>,
+}
+
+impl Front {
+    async fn start() -> Front {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let to: Arc<Mutex<Option<String>>> = Arc::default();
+        let upstream = to.clone();
+        let http = reqwest::Client::new();
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let (upstream, http) = (upstream.clone(), http.clone());
+            async move {
+                use axum::response::IntoResponse;
+                let unavailable = || axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+                let Some(base) = upstream.lock().unwrap().clone() else {
+                    return unavailable();
+                };
+                let (parts, body) = req.into_parts();
+                let Ok(body) = axum::body::to_bytes(body, 16 << 20).await else {
+                    return unavailable();
+                };
+                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let mut out = http
+                    .request(parts.method.clone(), format!("{base}{path}"))
+                    .body(body);
+                for (name, value) in &parts.headers {
+                    if name != reqwest::header::HOST && name != reqwest::header::CONTENT_LENGTH {
+                        out = out.header(name, value);
+                    }
+                }
+                let Ok(answer) = out.send().await else {
+                    return unavailable();
+                };
+                let status = answer.status();
+                match answer.bytes().await {
+                    Ok(bytes) => (status, bytes).into_response(),
+                    Err(_) => unavailable(),
+                }
+            }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Front { base, to }
+    }
+
+    fn to(&self, a: Option<&Server>) {
+        *self.to.lock().unwrap() = a.map(|a| a.base.clone());
+    }
+}
+
+/// B may push to A on loopback, and retries a push A missed while down
+/// within a second.
+const PEER_B: &str = "[outbound]\nallow = [\"127.0.0.1\"]\n[dispatch]\nmax_backoff_secs = 1\n\n[[agents]]\nid = \"inbox\"\n";
 
 #[derive(Default)]
 struct Ledger {
@@ -256,7 +316,8 @@ async fn mixed_load(end: End) {
     let hook = Hook::start().await;
     let b = Server::start(Some(PEER_B));
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config_a(&b);
+    let front = Front::start().await;
+    let mut cfg = config_a(&b, &front);
     if end == End::PowerCut {
         cfg = format!("[store]\ndurability = \"full\"\n{cfg}");
     }
@@ -268,6 +329,7 @@ async fn mixed_load(end: End) {
             End::Kill => Server::start_in(dir.path(), Some(&cfg), &[]),
             End::PowerCut => Server::start_cmd_in(store.command(), dir.path(), Some(&cfg)),
         };
+        front.to(Some(&a));
         let token = a.ui_token();
         let work = tokio::spawn(load(
             a.base.clone(),
@@ -285,6 +347,7 @@ async fn mixed_load(end: End) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         a.kill9();
+        front.to(None);
         kills += 1;
         let acked = work.await.unwrap();
         eprintln!(
@@ -303,25 +366,30 @@ async fn mixed_load(end: End) {
         }
     }
 
-    // Last start: let it finish what is owed.
+    // Last start: let it finish what is owed, and the peer too (its pushes
+    // to us while we were down).
     let mut a = Server::start_in(dir.path(), Some(&cfg), &[]);
+    front.to(Some(&a));
     let token = a.ui_token();
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = get(&http, &a.url("/api/outbox"), &token).await;
-        let items = out["items"].as_array().cloned().unwrap_or_default();
-        let pending = items.iter().filter(|i| i["status"] == "pending").count();
-        if pending == 0 {
-            let failed: Vec<&Value> = items.iter().filter(|i| i["status"] == "failed").collect();
-            assert!(failed.is_empty(), "dead letters: {failed:#?}");
-            break;
+    for (server, token) in [(&a, &token), (&b, &b.ui_token())] {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let out = get(&http, &server.url("/api/outbox"), token).await;
+            let items = out["items"].as_array().cloned().unwrap_or_default();
+            let pending = items.iter().filter(|i| i["status"] == "pending").count();
+            if pending == 0 {
+                let failed: Vec<&Value> =
+                    items.iter().filter(|i| i["status"] == "failed").collect();
+                assert!(failed.is_empty(), "dead letters: {failed:#?}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{pending} deliveries still pending"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{pending} deliveries still pending"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     let ledger = std::mem::take(&mut *ledger.lock().unwrap());
@@ -395,6 +463,40 @@ async fn mixed_load(end: End) {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(check, "ok");
+    // Every task the peer took from us is known here: those whose answer a
+    // kill or a power cut kept from us too (their pushes, or the send made
+    // again after the restart, brought them).
+    let ours: HashSet<String> = conn
+        .prepare("SELECT remote_id FROM tasks WHERE peer_id = 'b'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    let on_b = rusqlite::Connection::open_with_flags(
+        b.data_dir.join("countersign.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let theirs: Vec<String> = on_b
+        .prepare("SELECT id FROM tasks")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(!theirs.is_empty(), "no task reached the peer");
+    let unknown: Vec<&String> = theirs.iter().filter(|t| !ours.contains(*t)).collect();
+    assert!(
+        unknown.is_empty(),
+        "{} of the peer's {} tasks are unknown here: {unknown:?}",
+        unknown.len(),
+        theirs.len()
+    );
+    eprintln!(
+        "crash_mixed: the peer holds {} tasks, every one mirrored",
+        theirs.len()
+    );
     // The queue counted the open turns there are.
     let mut open = serde_json::Map::new();
     let mut stmt = conn
