@@ -466,25 +466,23 @@ async fn mixed_load(end: End) {
     // Every task the peer took from us is known here: those whose answer a
     // kill or a power cut kept from us too (their pushes, or the send made
     // again after the restart, brought them).
-    let ours: HashSet<String> = conn
-        .prepare("SELECT remote_id FROM tasks WHERE peer_id = 'b'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let column = |conn: &rusqlite::Connection, sql: &str| -> Vec<String> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    let ours: HashSet<String> = column(&conn, "SELECT remote_id FROM tasks WHERE peer_id = 'b'")
+        .into_iter()
+        .collect();
     let on_b = rusqlite::Connection::open_with_flags(
         b.data_dir.join("countersign.db"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .unwrap();
-    let theirs: Vec<String> = on_b
-        .prepare("SELECT id FROM tasks")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let theirs = column(&on_b, "SELECT id FROM tasks");
     assert!(!theirs.is_empty(), "no task reached the peer");
     let unknown: Vec<&String> = theirs.iter().filter(|t| !ours.contains(*t)).collect();
     assert!(

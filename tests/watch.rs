@@ -1124,6 +1124,34 @@ async fn a_push_that_overtakes_the_answer_starting_its_task_is_not_turned_back()
     assert_eq!(q["items"][0]["taskId"], id.as_str(), "{q}");
 }
 
+/// Sends "deploy the docs" to `bot` through `local`'s UI API with the
+/// peer's answer held on the way back, and waits until the peer has it:
+/// the SendMessage the peer answered, its answer, and the send (still
+/// waiting for that answer).
+async fn send_held(
+    proxy: &Proxy,
+    local: &Server,
+) -> (Value, Value, tokio::task::JoinHandle<(StatusCode, Value)>) {
+    proxy.delay_sends(&[30_000]);
+    let api = Api::new(local);
+    let sending = tokio::spawn(async move {
+        api.call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({ "text": "deploy the docs" })),
+        )
+        .await
+    });
+    let (request, answer) = loop {
+        if let Some(sent) = proxy.sent().pop() {
+            break sent;
+        }
+        assert!(!sending.is_finished(), "answered before the peer had it");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    (request, answer, sending)
+}
+
 /// A task sent to a peer is the peer's the moment the peer has it. If the
 /// power goes before the peer's answer reaches us (the checkpoint's syncs
 /// stalled, so nothing else puts our commits on the disk), the push
@@ -1143,23 +1171,7 @@ async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send
     let config = config_behind(&proxy, "");
     let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
     // The peer's answer is held on the way back until the power is gone.
-    proxy.delay_sends(&[30_000]);
-    let api = Api::new(&local);
-    let sending = tokio::spawn(async move {
-        api.call(
-            reqwest::Method::POST,
-            "/peers/bot/tasks",
-            Some(json!({ "text": "deploy the docs" })),
-        )
-        .await
-    });
-    let (request, answer) = loop {
-        if let Some(sent) = proxy.sent().pop() {
-            break sent;
-        }
-        assert!(!sending.is_finished(), "answered before the peer had it");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let (request, answer, sending) = send_held(&proxy, &local).await;
     local.kill9();
     let (undone, _) = store.cut(Cut::Unsynced);
     eprintln!("undid {undone} writes");
@@ -1240,29 +1252,13 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
         } else {
             Server::start_in(dir.path(), Some(&config), &[])
         };
-        // The peer's answer is held on the way back.
-        proxy.delay_sends(&[30_000]);
-        let api = Api::new(&local);
-        let sending = tokio::spawn(async move {
-            api.call(
-                reqwest::Method::POST,
-                "/peers/bot/tasks",
-                Some(json!({ "text": "deploy the docs" })),
-            )
-            .await
-        });
-        let (message_id, first) = loop {
-            if let Some(started) = tasks_started(&proxy).pop() {
-                break started;
-            }
-            assert!(!sending.is_finished(), "answered before the peer had it");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
-        let (request, _) = proxy.sent().pop().unwrap();
+        let (request, answer, sending) = send_held(&proxy, &local).await;
         assert!(
             request["params"]["configuration"]["taskPushNotificationConfig"].is_null(),
             "sent with a webhook: {request}"
         );
+        let message_id = request["params"]["message"]["messageId"].as_str().unwrap();
+        let first = answer["result"]["task"]["contextId"].as_str().unwrap();
         local.kill9();
         if power_cut {
             let (undone, _) = store.cut(Cut::Unsynced);
@@ -1280,14 +1276,14 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
         // The peer started a second task for it (it does not drop repeated
         // messages); that one is mirrored here.
         let again = &started[1].1;
-        assert_ne!(again, &first);
+        assert_ne!(again, first);
         let id = q["items"][0]["taskId"].as_str().unwrap();
         let d = detail(&api, id).await;
         assert_eq!(d["task"]["contextId"], again.as_str(), "{d}");
         let items = start_items(&api).await;
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(items[0]["status"], "delivered", "{items:?}");
-        assert_eq!(items[0]["refId"], message_id.as_str(), "{items:?}");
+        assert_eq!(items[0]["refId"], message_id, "{items:?}");
     }
 }
 
