@@ -954,6 +954,8 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
     let items = reread_items(&api).await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered", "{items:?}");
+    // Delivered, it refers to our task, and goes when that is archived.
+    assert_eq!(items[0]["refId"], q["items"][0]["taskId"], "{items:?}");
     // A push now is re-read at once, and parks nothing twice.
     let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
     let (status, body) = push(&url, &token, &remote_id).await;
@@ -1283,7 +1285,10 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
         let items = start_items(&api).await;
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(items[0]["status"], "delivered", "{items:?}");
-        assert_eq!(items[0]["refId"], message_id, "{items:?}");
+        assert_eq!(
+            items[0]["refId"], id,
+            "refers to the task it started: {items:?}"
+        );
     }
 }
 

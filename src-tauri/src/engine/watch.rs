@@ -264,9 +264,6 @@ impl Engine {
             .write_then_unguarded(
                 move |conn| {
                     let now = now_ms();
-                    if let Some(item) = &delivered {
-                        peers::record_attempt(conn, item, "delivered", None, now, now)?;
-                    }
                     let mirrored = 'mirror: {
                         let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
                             let first = FirstSight {
@@ -340,6 +337,9 @@ impl Engine {
                     if let Some(remote_id) = &continues {
                         peers::continue_in(conn, &peer_id, remote_id, &mirrored.0, now)?;
                     }
+                    if let Some(item) = &delivered {
+                        peers::delivered_with(conn, item, &mirrored.0, now)?;
+                    }
                     Ok(mirrored)
                 },
                 move |(_, ev): &(String, Option<Event>)| {
@@ -395,7 +395,8 @@ pub(super) struct Along {
     pub hop: Option<String>,
     /// The outbox item this mirror delivers (a re-read, or a task sent to
     /// the peer): marked delivered with it, one commit fewer than
-    /// recording the attempt after, and no window between the two.
+    /// recording the attempt after, and no window between the two; it
+    /// then refers to the mirror, and goes when retention archives it.
     pub delivered: Option<String>,
     /// The peer's id of the task this one continues: the peer answered a
     /// decision on that task with this new one (as a peer that starts a

@@ -369,7 +369,8 @@ pub struct OutboxItem {
     /// mirrored).
     pub kind: String,
     /// What it is about (the decision, task or hop id; for a `reread`, the
-    /// task's id on the peer; for a `start`, the message's id).
+    /// task's id on the peer, and for a `start`, the message's id, until
+    /// delivered: then our task's id).
     pub ref_id: String,
     pub peer_id: Option<String>,
     pub body: serde_json::Value,
@@ -502,6 +503,20 @@ pub fn record_attempt(
          WHERE id = ?1",
     )?
     .execute(params![id, status, error, next_ms, now_ms])?;
+    Ok(())
+}
+
+/// Records an item delivered by the mirror of our task `task_id` (a
+/// re-read, a task sent to a peer), in the mirror's transaction. From now
+/// on the item is about that task: retention deletes it with the task,
+/// as it does a decision's or a hop's.
+pub fn delivered_with(conn: &Connection, id: &str, task_id: &str, now_ms: i64) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET attempts = attempts + 1, status = 'delivered', last_error = NULL,
+                next_ms = ?3, done_ms = ?3, ref_id = ?2
+         WHERE id = ?1",
+    )?
+    .execute(params![id, task_id, now_ms])?;
     Ok(())
 }
 

@@ -280,6 +280,35 @@ mod tests {
         assert!(hops(&c).is_empty());
     }
 
+    /// A re-read or a send that a task's mirror delivered refers to that
+    /// task from then on, and goes with it; a dead letter stays.
+    #[test]
+    fn what_a_mirror_delivered_goes_with_it() {
+        use crate::store::peers::{self, OutboxItem};
+        let (_dir, c) = migrated();
+        task(&c, "t1", 3, 10, None);
+        for (id, kind, about) in [
+            ("reread:1", "reread", "remote-1"),
+            ("start:1", "start", "message-1"),
+            ("reread:2", "reread", "remote-2"),
+        ] {
+            let item = OutboxItem::due_now(id.into(), kind, about.into(), Value::Null, 1);
+            peers::enqueue(&c, &item).unwrap();
+        }
+        peers::delivered_with(&c, "reread:1", "t1", 5).unwrap();
+        peers::delivered_with(&c, "start:1", "t1", 6).unwrap();
+        peers::record_attempt(&c, "reread:2", "failed", Some("gone"), 7, 7).unwrap();
+        assert_eq!(delete(&c, &["t1".to_owned()]).unwrap(), ["t1"]);
+        let left: Vec<String> = c
+            .prepare("SELECT id FROM outbox ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(left, ["reread:2"]);
+    }
+
     /// A task its peer left asking but that went on in a new task is
     /// archived like a finished one, and always before the task it went
     /// on in, even when that one is older.

@@ -354,6 +354,17 @@ const MIGRATIONS: &[Step] = &[
         WHEN OLD.closed_ms IS NULL AND OLD.rowid <= (SELECT turn_rowid FROM count_mark) BEGIN
         UPDATE open_turns SET n = n - 1 WHERE agent_id = OLD.agent_id AND state = OLD.state;
     END;"),
+    // 23: a delivered re-read refers to the task it mirrored, as it does
+    // from now on (`peers::delivered_with`), so retention deletes it with
+    // that task; it referred to the peer's id of the task, which retention
+    // never matched, so every one stayed for ever. Those whose task is
+    // gone already go now.
+    Sql("UPDATE outbox SET ref_id =
+        (SELECT t.id FROM tasks t WHERE t.peer_id = outbox.peer_id AND t.remote_id = outbox.ref_id)
+        WHERE kind = 'reread' AND status = 'delivered'
+          AND EXISTS (SELECT 1 FROM tasks t WHERE t.peer_id = outbox.peer_id AND t.remote_id = outbox.ref_id);
+    DELETE FROM outbox WHERE kind = 'reread' AND status = 'delivered'
+        AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = outbox.ref_id);"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
@@ -888,6 +899,43 @@ mod tests {
         c.execute("UPDATE turns SET closed_ms = 5 WHERE id = '3'", [])
             .unwrap();
         assert_eq!(kept(&c), [("a".to_owned(), 6, 1), ("b".to_owned(), 6, 1)]);
+    }
+
+    /// Migration 23 points each delivered re-read at the task it
+    /// mirrored, and drops those whose task is gone; the others stay.
+    #[test]
+    fn delivered_re_reads_come_to_refer_to_their_tasks() {
+        let (_dir, path, mut c) = at_version(22);
+        c.execute_batch(
+            "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, created_ms,
+                                updated_ms, peer_id, remote_id)
+                 VALUES ('ours', 'p', 'o', 'c', 6, '{}', 1, 1, 'p', 'theirs');
+             INSERT INTO outbox (id, kind, ref_id, peer_id, body, attempts, next_ms, status, created_ms)
+                 VALUES ('r1', 'reread', 'theirs', 'p', '{}', 1, 1, 'delivered', 1),
+                        ('r2', 'reread', 'archived', 'p', '{}', 1, 1, 'delivered', 1),
+                        ('r3', 'reread', 'unknown', 'p', '{}', 8, 1, 'failed', 1),
+                        ('r4', 'reread', 'theirs', 'p', '{}', 0, 1, 'pending', 1),
+                        ('d1', 'decision', 'a-decision', 'p', '{}', 1, 1, 'delivered', 1);",
+        )
+        .unwrap();
+        migrate(&mut c, &path).unwrap();
+        let rows: Vec<(String, String)> = c
+            .prepare("SELECT id, ref_id FROM outbox ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(
+            rows,
+            [
+                pair("d1", "a-decision"),
+                pair("r1", "ours"),
+                pair("r3", "unknown"),
+                pair("r4", "theirs"),
+            ]
+        );
     }
 
     #[test]
