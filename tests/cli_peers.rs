@@ -330,3 +330,43 @@ async fn without_a_running_instance_the_peer_commands_say_so() {
         );
     }
 }
+
+/// `send` whose instance stops before it answers says so, and that a send
+/// the instance had begun goes out when it starts again; after the
+/// restart, `deliveries` shows it owed.
+#[tokio::test]
+async fn a_send_cut_off_by_a_stop_says_what_becomes_of_it() {
+    // A peer that takes its time over its card: the send waits on it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer_url = format!("http://{}/", listener.local_addr().unwrap());
+    let slow = axum::Router::new().fallback(|| async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        "late"
+    });
+    tokio::spawn(async move { axum::serve(listener, slow).await.unwrap() });
+    let config = format!("{LOCAL}\n[[peers]]\nid = \"slow\"\nurl = \"{peer_url}\"\n");
+    let dir = tempfile::tempdir().unwrap();
+    let mut local = Server::start_in(dir.path(), Some(&config), &[]);
+    let sending = tokio::spawn({
+        let dir = dir.path().to_path_buf();
+        async move { cs(&dir, &["send", "slow", "deploy the docs"]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    local.kill9();
+    let cut = sending.await.unwrap();
+    assert_eq!(cut.code, Some(1), "{cut:?}");
+    assert!(cut.stderr.contains("stopped answering"), "{cut:?}");
+    assert!(cut.stderr.contains("countersign deliveries"), "{cut:?}");
+    assert_eq!(cut.stderr.trim().lines().count(), 1, "one line: {cut:?}");
+
+    let _local = Server::start_in(dir.path(), Some(&config), &[]);
+    let owed: Value =
+        serde_json::from_str(&cs_ok(dir.path(), &["deliveries", "--json"]).await).unwrap();
+    let items = owed["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .any(|i| i["kind"] == "start" && i["status"] == "pending"),
+        "{owed}"
+    );
+}

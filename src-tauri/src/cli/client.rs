@@ -119,7 +119,11 @@ impl Api {
                 self.base
             ))
         } else {
-            CliError::Server(format!("cannot talk to the instance at {}: {e}", self.base))
+            CliError::Cut {
+                url: self.base.to_string(),
+                reason: e.to_string(),
+                then: String::new(),
+            }
         }
     }
 }

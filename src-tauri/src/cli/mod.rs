@@ -89,6 +89,14 @@ pub enum CliError {
     /// The instance failed, or answered something unreadable.
     #[error("the instance failed: {0}")]
     Server(String),
+    /// The connection broke before the instance answered (it stopped,
+    /// say); `then` says what becomes of the request.
+    #[error("the instance at {url} stopped answering ({reason}){then}")]
+    Cut {
+        url: String,
+        reason: String,
+        then: String,
+    },
     /// The command line itself is wrong (bad `--data`, unreadable `--file`,
     /// a `--header` without `:`).
     #[error("{0}")]

@@ -128,7 +128,19 @@ pub async fn send(
             &["peers", peer, "tasks"],
             &json!({"text": text, "files": attached}),
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            // What the instance keeps of a send it began (see
+            // `Engine::send_to_peer`) goes out when it starts again.
+            CliError::Cut { url, reason, .. } => CliError::Cut {
+                url,
+                reason,
+                then: "; if it had begun sending the task, it sends it when it starts again \
+                       (`countersign deliveries` lists it as `start`)"
+                    .into(),
+            },
+            e => e,
+        })?;
     let task: Task =
         serde_json::from_value(answer["task"].clone()).map_err(|e| unreadable("task", e))?;
     let started = format!(
