@@ -5,7 +5,8 @@
 //! times; then again with `durability = "full"` and a power cut after each
 //! kill (`common::powercut`). Afterwards every acknowledged task and
 //! decision is there, every owed delivery went out, every task the peer
-//! took from us is known here, no decision reached the peer twice, the
+//! took from us is known here and none reached it twice, no decision
+//! reached the peer twice, the
 //! database passes `PRAGMA integrity_check`, and the queue's counts match
 //! its open turns.
 mod common;
@@ -36,6 +37,8 @@ max_backoff_secs = 1
 [webhooks]
 sweep_secs = 1
 public_url = "{}"
+# The peer retries a push we missed within a second.
+resend_wait_secs = 3
 
 [[agents]]
 id = "inbox"
@@ -491,8 +494,21 @@ async fn mixed_load(end: End) {
         unknown.len(),
         theirs.len()
     );
+    // And none twice: a send cut short waits for the peer's push about
+    // the task before it goes out again, and the push settles it.
+    let firsts = column(
+        &on_b,
+        "SELECT (SELECT m.message_id FROM messages m WHERE m.task_id = t.id ORDER BY m.seq LIMIT 1)
+         FROM tasks t",
+    );
+    let distinct: HashSet<&String> = firsts.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        firsts.len(),
+        "a message reached the peer as two tasks: {firsts:?}"
+    );
     eprintln!(
-        "crash_mixed: the peer holds {} tasks, every one mirrored",
+        "crash_mixed: the peer holds {} tasks, every one mirrored, none twice",
         theirs.len()
     );
     // The queue counted the open turns there are.

@@ -187,7 +187,10 @@ async fn a_restart_between_parking_and_deciding_keeps_the_queue() {
     engine.store().close().await;
     drop(engine);
     let engine = engine_at(&db);
-    engine.recover().await.unwrap();
+    engine
+        .recover(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
     let q = engine.queue(QueueQuery::default()).await.unwrap();
     assert_eq!(q.items.len(), 1);
     assert_eq!(q.items[0].task_id, id);

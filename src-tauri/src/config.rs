@@ -198,6 +198,11 @@ pub struct WebhooksConfig {
     /// that cannot answer GetTask while its own push is in flight, never
     /// times its push out.
     pub reread_wait_ms: u64,
+    /// After a restart, how long a task sent to a peer whose answer the
+    /// stop cut off waits for the peer's push about it (which shows the
+    /// peer has it) before it is sent again (seconds). Only for sends that
+    /// carried a push subscription; the others go again at once.
+    pub resend_wait_secs: u64,
 }
 
 impl Default for WebhooksConfig {
@@ -207,6 +212,7 @@ impl Default for WebhooksConfig {
             sweep_secs: 60,
             max_body_bytes: 1024 * 1024,
             reread_wait_ms: 2000,
+            resend_wait_secs: 30,
         }
     }
 }

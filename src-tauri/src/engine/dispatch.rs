@@ -504,7 +504,7 @@ impl Engine {
                     hop: Some(hop.id.clone()),
                     ..Default::default()
                 };
-                self.start_on_peer(peer, message, along)
+                self.start_on_peer(peer, message, along, super::peers::Starter::Hop)
                     .await
                     .map(|_| ())
                     .map_err(Failure::from)

@@ -457,9 +457,12 @@ impl Engine {
 
     /// After a restart: runs of scripted agents that were cut off mid-way
     /// cannot resume, so their tasks fail with a message saying why rather
-    /// than hang in `working` for ever; parked tasks are untouched; and
-    /// decisions recorded but not yet applied are applied now.
-    pub async fn recover(&self) -> Result<usize, Error> {
+    /// than hang in `working` for ever; parked tasks are untouched;
+    /// decisions recorded but not yet applied are applied now; and tasks
+    /// sent to peers whose answers the stop cut off go out again, at once,
+    /// or after `resend_wait` when the peer's push may yet show it has
+    /// them (see [`store::peers::release_starts`]).
+    pub async fn recover(&self, resend_wait: Duration) -> Result<usize, Error> {
         let scripted: Vec<String> = self
             .agents()
             .iter()
@@ -486,7 +489,10 @@ impl Engine {
         match self
             .inner
             .store
-            .write(|conn| store::peers::release_starts(conn, now_ms()))
+            .write(move |conn| {
+                let wait = i64::try_from(resend_wait.as_millis()).unwrap_or(i64::MAX / 2);
+                store::peers::release_starts(conn, now_ms(), wait)
+            })
             .await
         {
             Ok(0) => {}

@@ -108,6 +108,17 @@ fn shaped(parts: Vec<Part>, format: &str) -> Vec<Part> {
 /// How long one call to a peer may take.
 pub(super) const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// What starts a task on a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Starter {
+    /// A `start` item (a send from the UI API): its push subscription is
+    /// named after its message, so a push about the task, should the item
+    /// outlive a stop, settles it ([`p::started_by_push`]).
+    Start,
+    /// A chain hop.
+    Hop,
+}
+
 /// How long a send the person waits on keeps its `start` item from the
 /// outbox runner: far longer than the calls it makes can take (each gives
 /// up after [`PEER_TIMEOUT`]).
@@ -357,27 +368,36 @@ impl Engine {
 
     /// A new webhook subscription for a peer's pushes.
     pub async fn create_subscription(&self, peer_id: &str) -> Result<Subscription, PeerError> {
+        self.subscription_named(peer_id, new_id()).await
+    }
+
+    /// The webhook subscription `id` for a peer's pushes, made now unless
+    /// it was made before (then it keeps its token).
+    async fn subscription_named(
+        &self,
+        peer_id: &str,
+        id: String,
+    ) -> Result<Subscription, PeerError> {
         self.peer_record(peer_id).await?;
         let sub = Subscription {
-            id: new_id(),
+            id,
             peer_id: peer_id.to_owned(),
             token: random_token(),
             created_ms: now_ms(),
         };
-        let stored = sub.clone();
         // On the disk before any peer hears of it: a task sent with it is
         // the peer's from the moment the peer has it, and if the power
         // goes before the peer's answer reaches us, the peer's pushes
         // about that task must still find their subscription here, or the
         // task is one we never learn of.
-        self.inner
+        Ok(self
+            .inner
             .store
             .write_to_disk_then(
-                move |conn| p::insert_subscription(conn, &stored),
+                move |conn| p::ensure_subscription(conn, &sub),
                 self.drops_peer_cache(),
             )
-            .await?;
-        Ok(sub)
+            .await?)
     }
 
     /// A subscription by id.
@@ -401,14 +421,16 @@ impl Engine {
     }
 
     /// When the peer offers push notifications and we know where it reaches
-    /// us, creates a subscription and puts it in `configuration` as the new
-    /// task's push config (its token also as a Bearer credential). Returns
-    /// the subscription's id.
+    /// us, creates a subscription (named `named`, when given: the same name
+    /// finds the same subscription) and puts it in `configuration` as the
+    /// new task's push config (its token also as a Bearer credential).
+    /// Returns the subscription's id.
     pub(super) async fn watch_by_push(
         &self,
         peer_id: &str,
         card: &PeerCard,
         configuration: &mut SendMessageConfiguration,
+        named: Option<&str>,
     ) -> Result<Option<String>, PeerError> {
         let Some(base) = self
             .inner
@@ -418,7 +440,8 @@ impl Engine {
         else {
             return Ok(None);
         };
-        let sub = self.create_subscription(peer_id).await?;
+        let id = named.map_or_else(new_id, str::to_owned);
+        let sub = self.subscription_named(peer_id, id).await?;
         configuration.task_push_notification_config = Some(TaskPushNotificationConfig {
             tenant: None,
             id: None,
@@ -529,7 +552,9 @@ impl Engine {
             delivered: Some(item_id.clone()),
             ..Along::default()
         };
-        let started = self.start_on_peer(peer_id, message, along).await;
+        let started = self
+            .start_on_peer(peer_id, message, along, Starter::Start)
+            .await;
         if let Err(e) = &started {
             let id = item_id.clone();
             let dropped = self
@@ -562,7 +587,7 @@ impl Engine {
             delivered: Some(item.id.clone()),
             ..Along::default()
         };
-        self.start_on_peer(peer_id, message, along)
+        self.start_on_peer(peer_id, message, along, Starter::Start)
             .await
             .map(|_| ())
     }
@@ -576,6 +601,7 @@ impl Engine {
         peer_id: &str,
         message: Message,
         along: Along,
+        starter: Starter,
     ) -> Result<String, PeerError> {
         // A fresh card: a new task goes only to the agent the person trusted.
         let peer = self.peer_card(peer_id, true).await?;
@@ -586,8 +612,9 @@ impl Engine {
             return_immediately: true,
             ..Default::default()
         };
+        let named = (starter == Starter::Start).then_some(message.message_id.as_str());
         let mut sub_id = self
-            .watch_by_push(peer_id, card, &mut configuration)
+            .watch_by_push(peer_id, card, &mut configuration, named)
             .await?;
         let req = SendMessageRequest {
             tenant: None,

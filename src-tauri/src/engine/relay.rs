@@ -105,7 +105,7 @@ impl Engine {
         let mut sub_id = match link {
             Some(_) => None,
             None => {
-                self.watch_by_push(&upstream, card, &mut configuration)
+                self.watch_by_push(&upstream, card, &mut configuration, None)
                     .await?
             }
         };

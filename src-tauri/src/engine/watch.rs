@@ -273,7 +273,16 @@ impl Engine {
                                 max_depth,
                                 now,
                             };
-                            break 'mirror first.store(conn, &remote)?;
+                            let stored = first.store(conn, &remote)?;
+                            // A push about a task sent from here that a stop
+                            // cut short (read now, or by the outbox's re-read
+                            // it left): the peer has it, and its `start` item
+                            // is settled rather than sent again. (The answer
+                            // to a send settles its own item here too.)
+                            if let Some(sub) = &subscription {
+                                peers::started_by_push(conn, sub, &stored.0, now)?;
+                            }
+                            break 'mirror stored;
                         };
                         let head = tasks::head(conn, &id)?.ok_or_else(|| {
                             crate::store::Error::Corrupt(format!("watched task {id} vanished"))

@@ -129,7 +129,8 @@ pub async fn serve_until(
         opts.config.retention.clone(),
         crate::archive::dir_of(&opts.data_dir),
     ));
-    match engine.recover().await {
+    let resend_wait = std::time::Duration::from_secs(opts.config.webhooks.resend_wait_secs);
+    match engine.recover(resend_wait).await {
         Ok(0) => {}
         Ok(n) => tracing::info!("marked {n} task(s) interrupted by the last shutdown as failed"),
         Err(e) => tracing::warn!("recovery after restart failed: {e}"),

@@ -215,6 +215,43 @@ pub fn insert_subscription(conn: &Connection, s: &Subscription) -> Result<()> {
     Ok(())
 }
 
+/// The subscription with `s`'s id, recorded as `s` unless it already is
+/// (a task sent again keeps the subscription, and token, it first went
+/// with). Refused when that id belongs to another peer.
+pub fn ensure_subscription(conn: &Connection, s: &Subscription) -> Result<Subscription> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO subscriptions (id, peer_id, token, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![s.id, s.peer_id, s.token, s.created_ms])?;
+    match subscription(conn, &s.id)? {
+        Some(kept) if kept.peer_id == s.peer_id => Ok(kept),
+        _ => Err(crate::store::Error::Corrupt(format!(
+            "subscription {} belongs to another peer",
+            s.id
+        ))),
+    }
+}
+
+/// A `start` item still owed whose task the peer has after all: its push,
+/// to the subscription named after the item's message, brought the task
+/// (`task_id`) here first. Marked delivered with it, as
+/// [`delivered_with`] does. Returns whether there was one.
+pub fn started_by_push(
+    conn: &Connection,
+    subscription: &str,
+    task_id: &str,
+    now_ms: i64,
+) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "UPDATE outbox SET attempts = attempts + 1, status = 'delivered', last_error = NULL,
+                    next_ms = ?3, done_ms = ?3, ref_id = ?2
+             WHERE ref_id = ?1 AND kind = 'start' AND status = 'pending'",
+        )?
+        .execute(params![subscription, task_id, now_ms])?
+        > 0)
+}
+
 /// A subscription by id.
 pub fn subscription(conn: &Connection, id: &str) -> Result<Option<Subscription>> {
     Ok(conn
@@ -507,14 +544,15 @@ pub fn record_attempt(
 }
 
 /// Records an item delivered by the mirror of our task `task_id` (a
-/// re-read, a task sent to a peer), in the mirror's transaction. From now
-/// on the item is about that task: retention deletes it with the task,
-/// as it does a decision's or a hop's.
+/// re-read, a task sent to a peer), in the mirror's transaction, unless
+/// that transaction settled it already ([`started_by_push`]). From now on
+/// the item is about that task: retention deletes it with the task, as it
+/// does a decision's or a hop's.
 pub fn delivered_with(conn: &Connection, id: &str, task_id: &str, now_ms: i64) -> Result<()> {
     conn.prepare_cached(
         "UPDATE outbox SET attempts = attempts + 1, status = 'delivered', last_error = NULL,
                 next_ms = ?3, done_ms = ?3, ref_id = ?2
-         WHERE id = ?1",
+         WHERE id = ?1 AND status <> 'delivered'",
     )?
     .execute(params![id, task_id, now_ms])?;
     Ok(())
@@ -529,15 +567,24 @@ pub fn drop_untried(conn: &Connection, id: &str) -> Result<bool> {
         == 1)
 }
 
-/// Makes every pending `start` item due by `now_ms`: at start-up, before
-/// anything is served, each is a send that the last run stopped in the
-/// middle of, no longer one a caller is making. Returns how many.
-pub fn release_starts(conn: &Connection, now_ms: i64) -> Result<usize> {
+/// Makes every pending `start` item due: at start-up, before anything is
+/// served, each is a send that the last run stopped in the middle of, no
+/// longer one a caller is making. One whose push subscription was made
+/// (named after its message) may have reached the peer, whose push about
+/// the task then brings it here and settles the item
+/// ([`started_by_push`]): it is due only `grace_ms` after `now_ms`, and
+/// sent again then if no push came (even one that was due already: the
+/// last run may have been sending it again when it stopped). The others
+/// are due at once. Returns how many items there are.
+pub fn release_starts(conn: &Connection, now_ms: i64, grace_ms: i64) -> Result<usize> {
     Ok(conn
         .prepare_cached(
-            "UPDATE outbox SET next_ms = ?1 WHERE kind = 'start' AND status = 'pending' AND next_ms > ?1",
+            "UPDATE outbox SET next_ms = CASE
+                 WHEN EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = outbox.ref_id) THEN ?1 + ?2
+                 ELSE min(next_ms, ?1) END
+             WHERE kind = 'start' AND status = 'pending'",
         )?
-        .execute([now_ms])?)
+        .execute([now_ms, grace_ms])?)
 }
 
 /// Puts a dead letter back in line, due now, with its attempts reset.
@@ -577,6 +624,70 @@ mod tests {
     use serde_json::json;
 
     use super::super::schema::migrated;
+
+    /// At start-up a send cut short is due at once, unless its push
+    /// subscription was made: then it waits out the grace for the peer's
+    /// push, which settles it (and only a pending `start` item).
+    #[test]
+    fn sends_cut_short_wait_for_a_push_only_when_one_can_come() {
+        let (_dir, c) = migrated();
+        // Two kept from the runner by their caller, and two the last run's
+        // runner was sending again (due already).
+        for (id, about, next) in [
+            ("start:a", "a", 300_000),
+            ("start:b", "b", 300_000),
+            ("start:c", "c", 500),
+            ("start:d", "d", 500),
+        ] {
+            let mut item = OutboxItem::due_now(id.into(), "start", about.into(), json!({}), 0);
+            item.next_ms = next;
+            enqueue(&c, &item).unwrap();
+        }
+        let sub = Subscription {
+            id: "b".into(),
+            peer_id: "p".into(),
+            token: "t".into(),
+            created_ms: 0,
+        };
+        assert_eq!(ensure_subscription(&c, &sub).unwrap(), sub);
+        // Made again, it is the same subscription, token and all.
+        let again = Subscription {
+            token: "other".into(),
+            ..sub.clone()
+        };
+        assert_eq!(ensure_subscription(&c, &again).unwrap(), sub);
+        let elsewhere = Subscription {
+            peer_id: "q".into(),
+            ..sub.clone()
+        };
+        assert!(ensure_subscription(&c, &elsewhere).is_err());
+        let d = Subscription {
+            id: "d".into(),
+            ..sub.clone()
+        };
+        ensure_subscription(&c, &d).unwrap();
+
+        assert_eq!(release_starts(&c, 1_000, 30_000).unwrap(), 4);
+        let due = |id: &str| outbox_item(&c, id).unwrap().unwrap().next_ms;
+        let dues = ["a", "b", "c", "d"].map(|x| due(&format!("start:{x}")));
+        assert_eq!(dues, [1_000, 31_000, 500, 31_000]);
+
+        assert!(started_by_push(&c, "b", "mirror", 2_000).unwrap());
+        let b = outbox_item(&c, "start:b").unwrap().unwrap();
+        assert_eq!(
+            (b.status.as_str(), b.ref_id.as_str()),
+            ("delivered", "mirror")
+        );
+        assert!(
+            !started_by_push(&c, "b", "mirror", 3_000).unwrap(),
+            "settled once"
+        );
+        assert!(!started_by_push(&c, "e", "mirror", 3_000).unwrap());
+        assert_eq!(
+            outbox_item(&c, "start:a").unwrap().unwrap().status,
+            "pending"
+        );
+    }
 
     fn peer_rec(url: &str) -> PeerRecord {
         PeerRecord {
