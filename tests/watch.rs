@@ -1295,19 +1295,10 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
     }
 }
 
-/// A chain hop that sends a task to a peer with no pushes, and the power
-/// cut (the checkpoint's syncs stalled) after the peer took it but before
-/// its answer arrived. The task that fired the hop, and the hop, were
-/// synced before it went: after the restart both are here, and the hop
-/// goes out again with the same message id.
-#[tokio::test]
-async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
-    let proxy = Proxy::start().await;
-    proxy.hide_pushes();
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
+/// Us, with a scripted agent `auto` whose every task completes at once
+/// and is chained on to `bot`, behind `proxy`, as "deploy <its text>".
+fn chaining_behind(proxy: &Proxy) -> String {
+    format!(
         r#"[webhooks]
 sweep_secs = 0
 
@@ -1329,7 +1320,91 @@ trigger = {{ agent = "auto" }}
 action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}" }}
 "#,
         proxy.base
+    )
+}
+
+/// A chain hop to a peer that pushes, and Countersign killed after the
+/// peer took the hop's task but before its answer arrived. After the
+/// restart the hop waits for the peer's push about the task (replayed
+/// here), which brings the task, links it to the hop and settles the hop:
+/// the peer is not sent it twice.
+#[tokio::test]
+async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
+    let proxy = Proxy::start().await;
+    let peer = Server::start(Some(&proxy.pushing_peer_config()));
+    proxy.to(&peer);
+    let dir = tempfile::tempdir().unwrap();
+    let config = chaining_behind(&proxy);
+    let mut local = Server::start_in(dir.path(), Some(&config), &[]);
+    proxy.delay_sends(&[30_000]);
+    let done = local.client().send_text("auto", "m-1", "the docs").await;
+    let task_id = done["task"]["id"].as_str().unwrap().to_owned();
+    let (request, answer) = loop {
+        if let Some(sent) = proxy.sent().pop() {
+            break sent;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    local.kill9();
+
+    let webhook = &request["params"]["configuration"]["taskPushNotificationConfig"];
+    let (url, token) = (
+        webhook["url"].as_str().unwrap(),
+        webhook["token"].as_str().unwrap(),
     );
+    let remote_id = answer["result"]["task"]["id"].as_str().unwrap();
+    let local = Server::start_in(dir.path(), Some(&config), &[]);
+    let api = Api::new(&local);
+    // The hop waits for the push (`resend_wait_secs`, 30 s by default).
+    let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+    let hop_item = o["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "chain")
+        .cloned()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert_eq!(hop_item["status"], "pending", "{hop_item}");
+    assert!(
+        hop_item["nextMs"].as_i64().unwrap() > now + 20_000,
+        "not held for the push: {hop_item}"
+    );
+    let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
+    let (status, body) = push(&url, token, remote_id).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    let d = detail(&api, &task_id).await;
+    let hops = d["chain"]["children"].as_array().unwrap();
+    assert_eq!(hops.len(), 1, "{d}");
+    assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
+    assert_eq!(hops[0]["state"], "delivered", "{d}");
+    let child = detail(&api, q["items"][0]["taskId"].as_str().unwrap()).await;
+    assert_eq!(
+        child["chain"]["parent"]["taskId"],
+        task_id.as_str(),
+        "{child}"
+    );
+    assert_eq!(tasks_started(&proxy).len(), 1, "sent once");
+}
+
+/// A chain hop that sends a task to a peer with no pushes, and the power
+/// cut (the checkpoint's syncs stalled) after the peer took it but before
+/// its answer arrived. The task that fired the hop, and the hop, were
+/// synced before it went: after the restart both are here, and the hop
+/// goes out again with the same message id.
+#[tokio::test]
+async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
+    let proxy = Proxy::start().await;
+    proxy.hide_pushes();
+    let peer = Server::start(Some(&proxy.peer_config()));
+    proxy.to(&peer);
+    let dir = tempfile::tempdir().unwrap();
+    let config = chaining_behind(&proxy);
     let store = powercut::Store::in_dir(dir.path());
     let mut cmd = store.command();
     cmd.env("POWERCUT_STALL", "store-checkpoint");

@@ -6,7 +6,10 @@
 //! Guarantee: at least once. An item is marked delivered only after the
 //! receiver answered 2xx, so a crash in between sends it again after the
 //! restart, with the same `A2A-Notification-Id` (push) or the same
-//! `messageId` (chain send, decision) so the receiver can tell.
+//! `messageId` (chain send, decision) so the receiver can tell. A chain
+//! send that carried a push subscription waits `resend_wait_secs` after
+//! the restart for the peer's push about its task first: that push shows
+//! the peer has it, and settles the hop (see `watch::mirror_linked`).
 //! Items that share an order key (one task's notifications to one webhook)
 //! go out one at a time, in the order they were queued; a failing one holds
 //! the ones behind it until it is delivered or dead-lettered.
@@ -504,7 +507,7 @@ impl Engine {
                     hop: Some(hop.id.clone()),
                     ..Default::default()
                 };
-                self.start_on_peer(peer, message, along, super::peers::Starter::Hop)
+                self.start_on_peer(peer, message, along)
                     .await
                     .map(|_| ())
                     .map_err(Failure::from)
@@ -721,7 +724,7 @@ fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Mess
         ..
     } = &rule.action
     else {
-        return Message::user(format!("hop-{hop_id}"), Vec::new());
+        return Message::user(format!("{}{hop_id}", d::HOP_MESSAGE_PREFIX), Vec::new());
     };
     let mut parts = Vec::new();
     let text = render_template(template, task, agent);
@@ -743,7 +746,7 @@ fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Mess
             task.status.state.short_name()
         )));
     }
-    let mut m = Message::user(format!("hop-{hop_id}"), parts);
+    let mut m = Message::user(format!("{}{hop_id}", d::HOP_MESSAGE_PREFIX), parts);
     if *context == ContextMode::Same {
         m.context_id = Some(task.context_id.clone());
     }

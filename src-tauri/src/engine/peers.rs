@@ -108,17 +108,6 @@ fn shaped(parts: Vec<Part>, format: &str) -> Vec<Part> {
 /// How long one call to a peer may take.
 pub(super) const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// What starts a task on a peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Starter {
-    /// A `start` item (a send from the UI API): its push subscription is
-    /// named after its message, so a push about the task, should the item
-    /// outlive a stop, settles it ([`p::started_by_push`]).
-    Start,
-    /// A chain hop.
-    Hop,
-}
-
 /// How long a send the person waits on keeps its `start` item from the
 /// outbox runner: far longer than the calls it makes can take (each gives
 /// up after [`PEER_TIMEOUT`]).
@@ -552,9 +541,7 @@ impl Engine {
             delivered: Some(item_id.clone()),
             ..Along::default()
         };
-        let started = self
-            .start_on_peer(peer_id, message, along, Starter::Start)
-            .await;
+        let started = self.start_on_peer(peer_id, message, along).await;
         if let Err(e) = &started {
             let id = item_id.clone();
             let dropped = self
@@ -587,7 +574,7 @@ impl Engine {
             delivered: Some(item.id.clone()),
             ..Along::default()
         };
-        self.start_on_peer(peer_id, message, along, Starter::Start)
+        self.start_on_peer(peer_id, message, along)
             .await
             .map(|_| ())
     }
@@ -601,7 +588,6 @@ impl Engine {
         peer_id: &str,
         message: Message,
         along: Along,
-        starter: Starter,
     ) -> Result<String, PeerError> {
         // A fresh card: a new task goes only to the agent the person trusted.
         let peer = self.peer_card(peer_id, true).await?;
@@ -612,7 +598,10 @@ impl Engine {
             return_immediately: true,
             ..Default::default()
         };
-        let named = (starter == Starter::Start).then_some(message.message_id.as_str());
+        // Named after the message: sent again, it goes with the same
+        // subscription, and a push about the first copy, should a stop cut
+        // this send short, shows the peer has it (see `mirror_linked`).
+        let named = Some(message.message_id.as_str());
         let mut sub_id = self
             .watch_by_push(peer_id, card, &mut configuration, named)
             .await?;

@@ -18,7 +18,7 @@ use crate::a2a::types::{
 };
 use crate::clock::now_ms;
 use crate::store::queue::{Opening, sync_turn_asking, sync_turn_with};
-use crate::store::{NewTask, TaskHead, peers, tasks};
+use crate::store::{NewTask, TaskHead, dispatch, peers, tasks};
 
 /// The owner recorded on watched tasks (they belong to the person).
 pub const WATCHED_OWNER: &str = "peer";
@@ -266,21 +266,32 @@ impl Engine {
                     let now = now_ms();
                     let mirrored = 'mirror: {
                         let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
+                            // A push about a task sent from here that a stop
+                            // cut short (read now, or by the outbox's re-read
+                            // it left), through the subscription named after
+                            // its message: the peer has it, and what owes it
+                            // is settled rather than sent again. A hop's task
+                            // is linked to the hop first, as its answer
+                            // would have linked it, so its events know their
+                            // ancestry. (The answer to a send settles its own
+                            // `start` item here too.)
+                            let cut_hop = match (&hop, &subscription) {
+                                (None, Some(sub)) => dispatch::hop_cut_short(conn, sub)?,
+                                _ => None,
+                            };
                             let first = FirstSight {
                                 peer_id: &peer_id,
                                 subscription: subscription.as_deref(),
-                                hop: hop.as_deref(),
+                                hop: hop.as_deref().or(cut_hop.as_deref()),
                                 max_depth,
                                 now,
                             };
                             let stored = first.store(conn, &remote)?;
-                            // A push about a task sent from here that a stop
-                            // cut short (read now, or by the outbox's re-read
-                            // it left): the peer has it, and its `start` item
-                            // is settled rather than sent again. (The answer
-                            // to a send settles its own item here too.)
                             if let Some(sub) = &subscription {
                                 peers::started_by_push(conn, sub, &stored.0, now)?;
+                            }
+                            if let Some(h) = &cut_hop {
+                                dispatch::hop_settled_by_push(conn, h, now)?;
                             }
                             break 'mirror stored;
                         };
@@ -292,7 +303,7 @@ impl Engine {
                         // the mirror before the answer that started it arrived:
                         // the hop is linked to the mirror either way.
                         if let Some(h) = &hop {
-                            crate::store::dispatch::link_child(conn, h, &id)?;
+                            dispatch::link_child(conn, h, &id)?;
                         }
                         if old_state.is_terminal() {
                             break 'mirror (id, None);
@@ -338,9 +349,7 @@ impl Engine {
                         )?;
                         let ev = status_event(&head, &remote, status, seq);
                         let entered = (old_state != ev.state).then_some(ev.state);
-                        crate::store::dispatch::fan_out(
-                            conn, &id, seq, &ev.body, entered, max_depth, now,
-                        )?;
+                        dispatch::fan_out(conn, &id, seq, &ev.body, entered, max_depth, now)?;
                         (id, Some(ev))
                     };
                     if let Some(remote_id) = &continues {
@@ -499,7 +508,7 @@ impl FirstSight<'_> {
             },
         )?;
         if let Some(h) = self.hop {
-            crate::store::dispatch::link_child(conn, h, &id)?;
+            dispatch::link_child(conn, h, &id)?;
         }
         for a in remote.artifacts.iter().flatten() {
             tasks::put_artifact(conn, &id, a, false)?;
@@ -517,10 +526,10 @@ impl FirstSight<'_> {
         sync_turn_with(conn, &id, &head.agent_id, from, to, self.now, Some(opening))?;
         // Only this write can have stored anything with the mirror: it has
         // no push config, and its peer's chain rules are all it can fire.
-        crate::store::dispatch::fan_out_created(
+        dispatch::fan_out_created(
             conn,
             &id,
-            crate::store::dispatch::RulesOf::Peer(self.peer_id),
+            dispatch::RulesOf::Peer(self.peer_id),
             remote.metadata.as_ref(),
             (from != to).then_some(to),
             self.max_depth,

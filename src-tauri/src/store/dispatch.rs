@@ -524,6 +524,36 @@ pub fn set_hop(
     Ok(())
 }
 
+/// What a chain hop's message id starts with (the hop's id follows).
+pub const HOP_MESSAGE_PREFIX: &str = "hop-";
+
+/// The hop still owed whose message carried the push subscription
+/// `subscription` (named after the message): a hop that a stop cut short,
+/// whose task the peer's push now brings here.
+pub fn hop_cut_short(conn: &Connection, subscription: &str) -> Result<Option<String>> {
+    let Some(hop_id) = subscription.strip_prefix(HOP_MESSAGE_PREFIX) else {
+        return Ok(None);
+    };
+    Ok(conn
+        .prepare_cached(
+            "SELECT ref_id FROM outbox WHERE ref_id = ?1 AND kind = 'chain' AND status = 'pending'",
+        )?
+        .query_row([hop_id], |r| r.get(0))
+        .optional()?)
+}
+
+/// Records the hop `hop_id` delivered, and its outbox item, as the peer's
+/// push about its task shows it was (see [`hop_cut_short`]).
+pub fn hop_settled_by_push(conn: &Connection, hop_id: &str, now_ms: i64) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET attempts = attempts + 1, status = 'delivered', last_error = NULL,
+                next_ms = ?2, done_ms = ?2
+         WHERE ref_id = ?1 AND kind = 'chain' AND status = 'pending'",
+    )?
+    .execute(params![hop_id, now_ms])?;
+    set_hop(conn, hop_id, "delivered", None, now_ms)
+}
+
 /// Links a hop to the task it started (in the transaction that creates it,
 /// so the child's own events already see its ancestry).
 pub fn link_child(conn: &Connection, hop_id: &str, child_task_id: &str) -> Result<()> {

@@ -576,15 +576,29 @@ pub fn drop_untried(conn: &Connection, id: &str) -> Result<bool> {
 /// sent again then if no push came (even one that was due already: the
 /// last run may have been sending it again when it stopped). The others
 /// are due at once. Returns how many items there are.
+///
+/// A pending chain hop whose subscription exists (named after the hop's
+/// message) waits the same way; the others keep their time.
 pub fn release_starts(conn: &Connection, now_ms: i64, grace_ms: i64) -> Result<usize> {
-    Ok(conn
+    let starts = conn
         .prepare_cached(
             "UPDATE outbox SET next_ms = CASE
                  WHEN EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = outbox.ref_id) THEN ?1 + ?2
                  ELSE min(next_ms, ?1) END
              WHERE kind = 'start' AND status = 'pending'",
         )?
-        .execute([now_ms, grace_ms])?)
+        .execute([now_ms, grace_ms])?;
+    conn.prepare_cached(
+        "UPDATE outbox SET next_ms = ?1 + ?2
+         WHERE kind = 'chain' AND status = 'pending'
+           AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = ?3 || outbox.ref_id)",
+    )?
+    .execute(params![
+        now_ms,
+        grace_ms,
+        super::dispatch::HOP_MESSAGE_PREFIX
+    ])?;
+    Ok(starts)
 }
 
 /// Puts a dead letter back in line, due now, with its attempts reset.
@@ -667,10 +681,24 @@ mod tests {
         };
         ensure_subscription(&c, &d).unwrap();
 
+        // Two chain hops due, one of them cut short after its
+        // subscription was made.
+        for hop in ["h1", "h2"] {
+            let item =
+                OutboxItem::due_now(format!("chain:{hop}"), "chain", hop.into(), json!({}), 400);
+            enqueue(&c, &item).unwrap();
+        }
+        let h1 = Subscription {
+            id: format!("{}h1", super::super::dispatch::HOP_MESSAGE_PREFIX),
+            ..sub.clone()
+        };
+        ensure_subscription(&c, &h1).unwrap();
+
         assert_eq!(release_starts(&c, 1_000, 30_000).unwrap(), 4);
         let due = |id: &str| outbox_item(&c, id).unwrap().unwrap().next_ms;
         let dues = ["a", "b", "c", "d"].map(|x| due(&format!("start:{x}")));
         assert_eq!(dues, [1_000, 31_000, 500, 31_000]);
+        assert_eq!((due("chain:h1"), due("chain:h2")), (31_000, 400));
 
         assert!(started_by_push(&c, "b", "mirror", 2_000).unwrap());
         let b = outbox_item(&c, "start:b").unwrap().unwrap();
