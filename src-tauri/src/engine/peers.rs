@@ -490,10 +490,12 @@ impl Engine {
     /// its answer reaches us. So it is first kept in the outbox as a
     /// `start` item, on the disk, which the mirror marks delivered as it
     /// commits. If Countersign stops in between (a crash, a power cut), the
-    /// item is left, and the outbox sends it again after the restart, with
-    /// the same `messageId`: at least once, as chain hops and decisions
-    /// go. A send that fails while the caller waits is reported to the
-    /// caller, and its item is dropped.
+    /// item is left. After the restart the peer's push about the task, if
+    /// it took it, settles the item; without one (by `resend_wait_secs`,
+    /// or at once when the send carried no subscription) the outbox sends
+    /// it again, with the same `messageId`: at least once, as decisions go.
+    /// A send that fails while the caller waits is reported to the caller,
+    /// and its item is dropped.
     ///
     /// A caller that goes away (a closed connection, a CLI stopped with
     /// Ctrl-C) does not stop the send: it runs to the end on its own, so
@@ -530,7 +532,7 @@ impl Engine {
         );
         item.peer_id = Some(peer_id.to_owned());
         // Not the runner's while this call makes the attempt: a restart
-        // (`Engine::recover`) makes what is left due at once.
+        // (`Engine::recover`) makes what is left due.
         item.next_ms = now + START_LEASE_MS;
         let item_id = item.id.clone();
         self.inner
