@@ -485,7 +485,8 @@ impl Engine {
             self.apply(id, Step::Status(TaskState::Failed, Some(msg)))
                 .await?;
         }
-        // Tasks sent to peers that the stop cut short go out again now.
+        // Tasks sent to peers that the stop cut short go out again, now or
+        // once the peer's push had time to show it has them.
         match self
             .inner
             .store
@@ -497,7 +498,7 @@ impl Engine {
         {
             Ok(0) => {}
             Ok(n) => tracing::info!(
-                "sending again {n} task(s) to peers whose answers the last stop cut off"
+                "the last stop cut off {n} task(s) sent to peers; each goes out again unless the peer's push shows it has it"
             ),
             // They go out when their lease ends instead.
             Err(e) => tracing::warn!("cannot make the sends cut off by the last stop due: {e}"),
