@@ -419,7 +419,7 @@ impl Engine {
         peer_id: &str,
         card: &PeerCard,
         configuration: &mut SendMessageConfiguration,
-        named: Option<&str>,
+        named: Option<String>,
     ) -> Result<Option<String>, PeerError> {
         let Some(base) = self
             .inner
@@ -429,7 +429,7 @@ impl Engine {
         else {
             return Ok(None);
         };
-        let id = named.map_or_else(new_id, str::to_owned);
+        let id = named.unwrap_or_else(new_id);
         let sub = self.subscription_named(peer_id, id).await?;
         configuration.task_push_notification_config = Some(TaskPushNotificationConfig {
             tenant: None,
@@ -603,9 +603,9 @@ impl Engine {
         // Named after the message: sent again, it goes with the same
         // subscription, and a push about the first copy, should a stop cut
         // this send short, shows the peer has it (see `mirror_linked`).
-        let named = Some(message.message_id.as_str());
+        let named = p::message_subscription(&message.message_id);
         let mut sub_id = self
-            .watch_by_push(peer_id, card, &mut configuration, named)
+            .watch_by_push(peer_id, card, &mut configuration, Some(named))
             .await?;
         let req = SendMessageRequest {
             tenant: None,

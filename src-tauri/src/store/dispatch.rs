@@ -531,7 +531,10 @@ pub const HOP_MESSAGE_PREFIX: &str = "hop-";
 /// `subscription` (named after the message): a hop that a stop cut short,
 /// whose task the peer's push now brings here.
 pub fn hop_cut_short(conn: &Connection, subscription: &str) -> Result<Option<String>> {
-    let Some(hop_id) = subscription.strip_prefix(HOP_MESSAGE_PREFIX) else {
+    let Some(hop_id) = subscription
+        .strip_prefix(super::peers::MESSAGE_SUBSCRIPTION)
+        .and_then(|message| message.strip_prefix(HOP_MESSAGE_PREFIX))
+    else {
         return Ok(None);
     };
     Ok(conn

@@ -242,14 +242,25 @@ pub fn started_by_push(
     task_id: &str,
     now_ms: i64,
 ) -> Result<bool> {
-    Ok(conn
+    let Some(message_id) = subscription.strip_prefix(MESSAGE_SUBSCRIPTION) else {
+        return Ok(false);
+    };
+    // Looked up first: an UPDATE that finds its rows through the index on
+    // the column it changes collects them in a temporary table first
+    // (five times the cost of the lookup, even when no row matches).
+    let owed: Option<String> = conn
         .prepare_cached(
-            "UPDATE outbox SET attempts = attempts + 1, status = 'delivered', last_error = NULL,
-                    next_ms = ?3, done_ms = ?3, ref_id = ?2
-             WHERE ref_id = ?1 AND kind = 'start' AND status = 'pending'",
+            "SELECT id FROM outbox WHERE ref_id = ?1 AND kind = 'start' AND status = 'pending'",
         )?
-        .execute(params![subscription, task_id, now_ms])?
-        > 0)
+        .query_row([message_id], |r| r.get(0))
+        .optional()?;
+    match owed {
+        Some(id) => {
+            delivered_with(conn, &id, task_id, now_ms)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
 }
 
 /// A subscription by id.
@@ -583,22 +594,32 @@ pub fn release_starts(conn: &Connection, now_ms: i64, grace_ms: i64) -> Result<u
     let starts = conn
         .prepare_cached(
             "UPDATE outbox SET next_ms = CASE
-                 WHEN EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = outbox.ref_id) THEN ?1 + ?2
+                 WHEN EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = ?3 || outbox.ref_id)
+                 THEN ?1 + ?2
                  ELSE min(next_ms, ?1) END
              WHERE kind = 'start' AND status = 'pending'",
         )?
-        .execute([now_ms, grace_ms])?;
+        .execute(params![now_ms, grace_ms, MESSAGE_SUBSCRIPTION])?;
+    let hop = format!(
+        "{MESSAGE_SUBSCRIPTION}{}",
+        super::dispatch::HOP_MESSAGE_PREFIX
+    );
     conn.prepare_cached(
         "UPDATE outbox SET next_ms = ?1 + ?2
          WHERE kind = 'chain' AND status = 'pending'
            AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = ?3 || outbox.ref_id)",
     )?
-    .execute(params![
-        now_ms,
-        grace_ms,
-        super::dispatch::HOP_MESSAGE_PREFIX
-    ])?;
+    .execute(params![now_ms, grace_ms, hop])?;
     Ok(starts)
+}
+
+/// What the id of a push subscription named after a message starts with
+/// (the message's id follows): every task started on a peer carries one.
+pub const MESSAGE_SUBSCRIPTION: &str = "m-";
+
+/// The id of the push subscription named after the message `message_id`.
+pub fn message_subscription(message_id: &str) -> String {
+    format!("{MESSAGE_SUBSCRIPTION}{message_id}")
 }
 
 /// Puts a dead letter back in line, due now, with its attempts reset.
@@ -658,7 +679,7 @@ mod tests {
             enqueue(&c, &item).unwrap();
         }
         let sub = Subscription {
-            id: "b".into(),
+            id: message_subscription("b"),
             peer_id: "p".into(),
             token: "t".into(),
             created_ms: 0,
@@ -676,7 +697,7 @@ mod tests {
         };
         assert!(ensure_subscription(&c, &elsewhere).is_err());
         let d = Subscription {
-            id: "d".into(),
+            id: message_subscription("d"),
             ..sub.clone()
         };
         ensure_subscription(&c, &d).unwrap();
@@ -689,7 +710,7 @@ mod tests {
             enqueue(&c, &item).unwrap();
         }
         let h1 = Subscription {
-            id: format!("{}h1", super::super::dispatch::HOP_MESSAGE_PREFIX),
+            id: message_subscription(&format!("{}h1", super::super::dispatch::HOP_MESSAGE_PREFIX)),
             ..sub.clone()
         };
         ensure_subscription(&c, &h1).unwrap();
@@ -700,7 +721,7 @@ mod tests {
         assert_eq!(dues, [1_000, 31_000, 500, 31_000]);
         assert_eq!((due("chain:h1"), due("chain:h2")), (31_000, 400));
 
-        assert!(started_by_push(&c, "b", "mirror", 2_000).unwrap());
+        assert!(started_by_push(&c, &message_subscription("b"), "mirror", 2_000).unwrap());
         let b = outbox_item(&c, "start:b").unwrap().unwrap();
         assert_eq!(
             (b.status.as_str(), b.ref_id.as_str()),
