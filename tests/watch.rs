@@ -1154,6 +1154,17 @@ async fn send_held(
     (request, answer, sending)
 }
 
+/// The push the peer would send about the task it answered `request` with
+/// (`answer`), to the webhook `request` carried, sent to `local` (started
+/// again, on a new port).
+async fn push_again(request: &Value, answer: &Value, local: &Server) -> (StatusCode, Value) {
+    let webhook = &request["params"]["configuration"]["taskPushNotificationConfig"];
+    let url = webhook["url"].as_str().unwrap();
+    let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
+    let remote_id = answer["result"]["task"]["id"].as_str().unwrap();
+    push(&url, webhook["token"].as_str().unwrap(), remote_id).await
+}
+
 /// A task sent to a peer is the peer's the moment the peer has it. If the
 /// power goes before the peer's answer reaches us (the checkpoint's syncs
 /// stalled, so nothing else puts our commits on the disk), the push
@@ -1179,16 +1190,9 @@ async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send
     eprintln!("undid {undone} writes");
     sending.abort();
 
-    let webhook = &request["params"]["configuration"]["taskPushNotificationConfig"];
-    let (url, token) = (
-        webhook["url"].as_str().unwrap(),
-        webhook["token"].as_str().unwrap(),
-    );
-    let remote_id = answer["result"]["task"]["id"].as_str().unwrap();
     let local = Server::start_in(dir.path(), Some(&config), &[]);
     let api = Api::new(&local);
-    let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
-    let (status, body) = push(&url, token, remote_id).await;
+    let (status, body) = push_again(&request, &answer, &local).await;
     assert_eq!(
         status,
         StatusCode::OK,
@@ -1347,12 +1351,6 @@ async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
     };
     local.kill9();
 
-    let webhook = &request["params"]["configuration"]["taskPushNotificationConfig"];
-    let (url, token) = (
-        webhook["url"].as_str().unwrap(),
-        webhook["token"].as_str().unwrap(),
-    );
-    let remote_id = answer["result"]["task"]["id"].as_str().unwrap();
     let local = Server::start_in(dir.path(), Some(&config), &[]);
     let api = Api::new(&local);
     // The hop waits for the push (`resend_wait_secs`, 30 s by default).
@@ -1373,8 +1371,7 @@ async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
         hop_item["nextMs"].as_i64().unwrap() > now + 20_000,
         "not held for the push: {hop_item}"
     );
-    let url = url.replace(&url[..url.find("/webhooks/").unwrap()], &local.base);
-    let (status, body) = push(&url, token, remote_id).await;
+    let (status, body) = push_again(&request, &answer, &local).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let q = wait_for_queue(&api, 1).await;
     assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
