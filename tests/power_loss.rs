@@ -47,6 +47,32 @@ const AGENTS: &str = "[[agents]]\nid = \"inbox\"\nbackend = \"human\"\n";
 const AUTO: &str = "[[agents]]\nid = \"auto\"\nbackend = \"scripted\"\n\
     fallback = [ { complete = \"done\" } ]\n";
 
+/// The library writes each record before the write it describes, so a
+/// record a kill cut short stands for a write never made: the cut leaves
+/// it out and undoes the whole ones before it.
+#[test]
+fn a_record_cut_short_by_the_kill_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, log) = (dir.path().join("f"), dir.path().join("log"));
+    std::fs::write(&f, "new-data").unwrap();
+    // A whole record: "old-data" replaced at 0 (8 bytes of 8)...
+    let mut rec = vec![b'W', 0];
+    for n in [0u64, 8, 8, 8] {
+        rec.extend_from_slice(&n.to_le_bytes());
+    }
+    rec.extend_from_slice(b"old-data");
+    // ...then the start of the next one, as the kill left it.
+    let whole = rec.len();
+    rec.extend_from_within(..whole);
+    for torn_at in [whole + 1, whole + 20, whole + 36, rec.len() - 3] {
+        std::fs::write(&f, "new-data").unwrap();
+        std::fs::write(&log, &rec[..torn_at]).unwrap();
+        let (undone, _) = cut_power(std::slice::from_ref(&f), &log, Cut::Unsynced);
+        assert_eq!(undone, 1, "torn at {torn_at}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"old-data", "torn at {torn_at}");
+    }
+}
+
 #[test]
 fn a_cut_undoes_what_was_not_synced_and_keeps_what_was() {
     let dir = tempfile::tempdir().unwrap();

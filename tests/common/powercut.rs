@@ -97,20 +97,30 @@ impl Record {
     }
 }
 
+/// The records in `log`. The library writes each record before the write
+/// or truncation it describes, so a record the kill cut short (a long
+/// record's `write` returns early once SIGKILL is pending) stands for an
+/// operation never made: it, the last, is left out.
 fn records(log: &[u8]) -> Vec<Record> {
     let mut out = Vec::new();
     let mut at = 0;
     let u64_at = |at: usize| u64::from_le_bytes(log[at..at + 8].try_into().unwrap());
-    while at < log.len() {
+    while at + 2 <= log.len() {
         let (kind, file) = (log[at], usize::from(log[at + 1]));
         at += 2;
         if kind == b'S' {
             out.push(Record::Sync { file });
             continue;
         }
+        if at + 32 > log.len() {
+            break;
+        }
         let (a, b, c, n) = (u64_at(at), u64_at(at + 8), u64_at(at + 16), u64_at(at + 24));
         at += 32;
-        let old = log[at..at + n as usize].to_vec();
+        let Some(old) = log.get(at..at + n as usize) else {
+            break;
+        };
+        let old = old.to_vec();
         at += n as usize;
         out.push(match kind {
             b'W' => Record::Write {
