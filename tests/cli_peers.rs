@@ -336,12 +336,18 @@ async fn without_a_running_instance_the_peer_commands_say_so() {
 /// restart, `deliveries` shows it owed.
 #[tokio::test]
 async fn a_send_cut_off_by_a_stop_says_what_becomes_of_it() {
-    // A peer that takes its time over its card: the send waits on it.
+    // A peer that takes its time over its card: the send waits on it. It
+    // says when it is asked (the send is under way by then).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let peer_url = format!("http://{}/", listener.local_addr().unwrap());
-    let slow = axum::Router::new().fallback(|| async {
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        "late"
+    let asked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let slow = axum::Router::new().fallback({
+        let asked = asked.clone();
+        move || async move {
+            asked.notify_one();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            "late"
+        }
     });
     tokio::spawn(async move { axum::serve(listener, slow).await.unwrap() });
     let config = format!("{LOCAL}\n[[peers]]\nid = \"slow\"\nurl = \"{peer_url}\"\n");
@@ -351,7 +357,9 @@ async fn a_send_cut_off_by_a_stop_says_what_becomes_of_it() {
         let dir = dir.path().to_path_buf();
         async move { cs(&dir, &["send", "slow", "deploy the docs"]).await }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::timeout(Duration::from_secs(30), asked.notified())
+        .await
+        .expect("the send reached the peer");
     local.kill9();
     let cut = sending.await.unwrap();
     assert_eq!(cut.code, Some(1), "{cut:?}");
