@@ -461,7 +461,7 @@ impl Engine {
     /// decisions recorded but not yet applied are applied now; and tasks
     /// sent to peers whose answers the stop cut off go out again, at once,
     /// or after `resend_wait` when the peer's push may yet show it has
-    /// them (see [`store::peers::release_starts`]).
+    /// them (see [`store::peers::release_cut_sends`]).
     pub async fn recover(&self, resend_wait: Duration) -> Result<usize, Error> {
         let scripted: Vec<String> = self
             .agents()
@@ -492,7 +492,7 @@ impl Engine {
             .store
             .write(move |conn| {
                 let wait = i64::try_from(resend_wait.as_millis()).unwrap_or(i64::MAX / 2);
-                store::peers::release_starts(conn, now_ms(), wait)
+                store::peers::release_cut_sends(conn, now_ms(), wait)
             })
             .await
         {

@@ -206,15 +206,6 @@ pub struct Subscription {
     pub created_ms: i64,
 }
 
-/// Records a subscription.
-pub fn insert_subscription(conn: &Connection, s: &Subscription) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO subscriptions (id, peer_id, token, created_ms) VALUES (?1, ?2, ?3, ?4)",
-    )?
-    .execute(params![s.id, s.peer_id, s.token, s.created_ms])?;
-    Ok(())
-}
-
 /// The subscription with `s`'s id, recorded as `s` unless it already is
 /// (a task sent again keeps the subscription, and token, it first went
 /// with). Refused when that id belongs to another peer.
@@ -595,7 +586,7 @@ pub fn drop_untried(conn: &Connection, id: &str) -> Result<bool> {
 ///
 /// A pending chain hop whose subscription exists (named after the hop's
 /// message) waits the same way; the others keep their time.
-pub fn release_starts(conn: &Connection, now_ms: i64, grace_ms: i64) -> Result<usize> {
+pub fn release_cut_sends(conn: &Connection, now_ms: i64, grace_ms: i64) -> Result<usize> {
     let starts = conn
         .prepare_cached(
             "UPDATE outbox SET next_ms = CASE
@@ -605,10 +596,7 @@ pub fn release_starts(conn: &Connection, now_ms: i64, grace_ms: i64) -> Result<u
              WHERE kind = 'start' AND status = 'pending'",
         )?
         .execute(params![now_ms, grace_ms, MESSAGE_SUBSCRIPTION])?;
-    let hop = format!(
-        "{MESSAGE_SUBSCRIPTION}{}",
-        super::dispatch::HOP_MESSAGE_PREFIX
-    );
+    let hop = message_subscription(super::dispatch::HOP_MESSAGE_PREFIX);
     conn.prepare_cached(
         "UPDATE outbox SET next_ms = ?1 + ?2
          WHERE kind = 'chain' AND status = 'pending'
@@ -745,7 +733,7 @@ mod tests {
         };
         ensure_subscription(&c, &h1).unwrap();
 
-        assert_eq!(release_starts(&c, 1_000, 30_000).unwrap(), 4);
+        assert_eq!(release_cut_sends(&c, 1_000, 30_000).unwrap(), 4);
         let due = |id: &str| outbox_item(&c, id).unwrap().unwrap().next_ms;
         let dues = ["a", "b", "c", "d"].map(|x| due(&format!("start:{x}")));
         assert_eq!(dues, [1_000, 31_000, 500, 31_000]);
@@ -758,10 +746,14 @@ mod tests {
             ("delivered", "mirror")
         );
         assert!(
-            !started_by_push(&c, "b", "mirror", 3_000).unwrap(),
+            !started_by_push(&c, &message_subscription("b"), "mirror", 3_000).unwrap(),
             "settled once"
         );
-        assert!(!started_by_push(&c, "e", "mirror", 3_000).unwrap());
+        assert!(!started_by_push(&c, &message_subscription("e"), "mirror", 3_000).unwrap());
+        // Only a subscription named after a message settles one: `a` is
+        // still owed, yet a subscription that is merely called `a` is not
+        // its message's.
+        assert!(!started_by_push(&c, "a", "mirror", 3_000).unwrap());
         assert_eq!(
             outbox_item(&c, "start:a").unwrap().unwrap().status,
             "pending"
