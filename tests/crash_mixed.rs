@@ -87,16 +87,7 @@ impl Front {
                 let Ok(body) = axum::body::to_bytes(body, 16 << 20).await else {
                     return unavailable();
                 };
-                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                let mut out = http
-                    .request(parts.method.clone(), format!("{base}{path}"))
-                    .body(body);
-                for (name, value) in &parts.headers {
-                    if name != reqwest::header::HOST && name != reqwest::header::CONTENT_LENGTH {
-                        out = out.header(name, value);
-                    }
-                }
-                let Ok(answer) = out.send().await else {
+                let Ok(answer) = send_on(&http, &base, &parts, body).await else {
                     return unavailable();
                 };
                 let status = answer.status();

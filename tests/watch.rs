@@ -796,19 +796,9 @@ async fn forward(
         body
     };
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = s
-        .http
-        .request(
-            parts.method.clone(),
-            format!("{}{path}", s.upstream.get().unwrap()),
-        )
-        .body(body.clone());
-    for (name, value) in &parts.headers {
-        if name != reqwest::header::HOST && name != reqwest::header::CONTENT_LENGTH {
-            out = out.header(name, value);
-        }
-    }
-    let answer = out.send().await.unwrap();
+    let answer = send_on(&s.http, s.upstream.get().unwrap(), &parts, body.clone())
+        .await
+        .unwrap();
     let status = answer.status();
     let headers = answer.headers().clone();
     let mut bytes = answer.bytes().await.unwrap();

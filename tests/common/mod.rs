@@ -643,3 +643,24 @@ pub async fn assert_each_message_once(s: &Server) -> usize {
     }
     items.len()
 }
+
+/// Sends a request received by a test's proxy on to `base`: the same
+/// method, path, query, headers (but `Host` and `Content-Length`) and
+/// `body`.
+pub async fn send_on(
+    http: &reqwest::Client,
+    base: &str,
+    parts: &axum::http::request::Parts,
+    body: axum::body::Bytes,
+) -> reqwest::Result<reqwest::Response> {
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut out = http
+        .request(parts.method.clone(), format!("{base}{path}"))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if name != reqwest::header::HOST && name != reqwest::header::CONTENT_LENGTH {
+            out = out.header(name, value);
+        }
+    }
+    out.send().await
+}
