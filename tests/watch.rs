@@ -770,6 +770,34 @@ impl Proxy {
     }
 }
 
+/// How the peer behind a [`Proxy`] treats our webhook.
+#[derive(Clone, Copy, PartialEq)]
+enum Pushes {
+    /// Its card offers pushes, but it refuses our loopback webhook (its
+    /// outbound policy), so each task is sent again without it.
+    Refused,
+    /// It pushes to us (it may reach 127.0.0.1).
+    Sent,
+    /// Its card, as the proxy passes it on, offers none.
+    NotOffered,
+}
+
+/// A proxy with the peer (`countersign serve` with [`PEER`]'s agents)
+/// behind it.
+async fn proxied_peer(pushes: Pushes) -> (Proxy, Server) {
+    let proxy = Proxy::start().await;
+    if pushes == Pushes::NotOffered {
+        proxy.hide_pushes();
+    }
+    let config = match pushes {
+        Pushes::Sent => proxy.pushing_peer_config(),
+        Pushes::Refused | Pushes::NotOffered => proxy.peer_config(),
+    };
+    let peer = Server::start(Some(&config));
+    proxy.to(&peer);
+    (proxy, peer)
+}
+
 async fn forward(
     axum::extract::State(s): axum::extract::State<ProxyState>,
     req: axum::extract::Request,
@@ -903,9 +931,7 @@ async fn wait_for_queue(api: &Api, n: u64) -> Value {
 
 #[tokio::test]
 async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, peer) = proxied_peer(Pushes::Refused).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_behind(&proxy, "");
     let mut local = Server::start_in(dir.path(), Some(&config), &[]);
@@ -956,9 +982,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
 
 #[tokio::test]
 async fn a_push_is_answered_without_waiting_out_a_slow_peer() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, peer) = proxied_peer(Pushes::Refused).await;
     let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 200")));
     let api = Api::new(&local);
     let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the site").await;
@@ -987,9 +1011,7 @@ async fn a_push_is_answered_without_waiting_out_a_slow_peer() {
 
 #[tokio::test]
 async fn with_no_wait_every_push_is_acknowledged_first_and_re_read_after() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, peer) = proxied_peer(Pushes::Refused).await;
     let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 0")));
     let api = Api::new(&local);
     let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the app").await;
@@ -1008,9 +1030,7 @@ async fn with_no_wait_every_push_is_acknowledged_first_and_re_read_after() {
 
 #[tokio::test]
 async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, peer) = proxied_peer(Pushes::Refused).await;
     let local = Server::start(Some(&config_behind(&proxy, "reread_wait_ms = 1000")));
     let api = Api::new(&local);
     let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the docs").await;
@@ -1089,9 +1109,7 @@ async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
 
 #[tokio::test]
 async fn a_push_that_overtakes_the_answer_starting_its_task_is_not_turned_back() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.pushing_peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
     let local = Server::start(Some(&config_behind(&proxy, "")));
     let api = Api::new(&local);
     // The peer answers the start at once (working) and asks its question
@@ -1164,9 +1182,7 @@ async fn push_again(request: &Value, answer: &Value, local: &Server) -> (StatusC
 /// the push settles it: the peer is not sent a second copy.
 #[tokio::test]
 async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.pushing_peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
     let dir = tempfile::tempdir().unwrap();
     let store = powercut::Store::in_dir(dir.path());
     let mut cmd = store.command();
@@ -1237,10 +1253,7 @@ fn tasks_started(proxy: &Proxy) -> Vec<(String, String)> {
 #[tokio::test]
 async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_send() {
     for power_cut in [false, true] {
-        let proxy = Proxy::start().await;
-        proxy.hide_pushes();
-        let peer = Server::start(Some(&proxy.peer_config()));
-        proxy.to(&peer);
+        let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
         let dir = tempfile::tempdir().unwrap();
         let config = config_behind(&proxy, "");
         let store = powercut::Store::in_dir(dir.path());
@@ -1324,9 +1337,7 @@ action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}
 /// the peer is not sent it twice.
 #[tokio::test]
 async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.pushing_peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
     let dir = tempfile::tempdir().unwrap();
     let config = chaining_behind(&proxy);
     let mut local = Server::start_in(dir.path(), Some(&config), &[]);
@@ -1386,10 +1397,7 @@ async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
 /// goes out again with the same message id.
 #[tokio::test]
 async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
-    let proxy = Proxy::start().await;
-    proxy.hide_pushes();
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
     let dir = tempfile::tempdir().unwrap();
     let config = chaining_behind(&proxy);
     let store = powercut::Store::in_dir(dir.path());
@@ -1432,10 +1440,7 @@ async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
 /// mirrored and parked here, and nothing is left owed to go out again.
 #[tokio::test]
 async fn a_send_goes_on_when_its_caller_goes_away() {
-    let proxy = Proxy::start().await;
-    proxy.hide_pushes();
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
     let local = Server::start(Some(&config_behind(&proxy, "")));
     proxy.delay_sends(&[1_000]);
     let impatient = reqwest::Client::builder()
@@ -1466,9 +1471,7 @@ async fn a_send_goes_on_when_its_caller_goes_away() {
 /// dropped, and neither goes out again after a restart.
 #[tokio::test]
 async fn a_send_whose_caller_heard_how_it_went_is_not_sent_again() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::Refused).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_behind(&proxy, "");
     let mut local = Server::start_in(dir.path(), Some(&config), &[]);
@@ -1520,9 +1523,7 @@ async fn a_send_whose_caller_heard_how_it_went_is_not_sent_again() {
 
 #[tokio::test]
 async fn a_push_that_overtakes_a_relays_first_answer_reaches_the_relays_task() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.pushing_peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
     let local = Server::start(Some(&watching_behind(&proxy, 0, RELAY)));
     let api = Api::new(&local);
     // The upstream's pushes about its new task come before its answer.
@@ -1552,9 +1553,7 @@ async fn a_push_that_overtakes_a_relays_first_answer_reaches_the_relays_task() {
 
 #[tokio::test]
 async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in_it() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, peer) = proxied_peer(Pushes::Refused).await;
     // Sweeping every second: a task left open would be read again each time.
     let config = watching_behind(&proxy, 1, "id = \"inbox\"");
     let dir = tempfile::tempdir().unwrap();
@@ -1665,9 +1664,7 @@ async fn a_peer_that_answers_a_decision_with_a_new_task_continues_the_old_one_in
 
 #[tokio::test]
 async fn a_relay_goes_on_with_an_upstream_that_answers_each_message_with_a_new_task() {
-    let proxy = Proxy::start().await;
-    let peer = Server::start(Some(&proxy.peer_config()));
-    proxy.to(&peer);
+    let (proxy, _peer) = proxied_peer(Pushes::Refused).await;
     let local = Server::start(Some(&watching_behind(&proxy, 0, RELAY)));
     let api = Api::new(&local);
     proxy.new_task_per_reply();
