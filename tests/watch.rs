@@ -1243,6 +1243,26 @@ fn tasks_started(proxy: &Proxy) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Starts us again on `dir` and waits for "deploy the docs", sent as
+/// `message_id` before the stop, to be parked here: the peer was sent it a
+/// second time, as the same message. The server, its API, the queue, and
+/// the tasks the peer started (message id, context id).
+async fn started_again(
+    dir: &std::path::Path,
+    config: &str,
+    proxy: &Proxy,
+    message_id: &str,
+) -> (Server, Api, Value, Vec<(String, String)>) {
+    let local = Server::start_in(dir, Some(config), &[]);
+    let api = Api::new(&local);
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    let started = tasks_started(proxy);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(started[1].0, message_id, "sent again as the same message");
+    (local, api, q, started)
+}
+
 /// A task sent to a peer that sends no pushes, and Countersign killed, or
 /// its power cut (the checkpoint's syncs stalled, so nothing else puts our
 /// commits on the disk), after the peer took the task but before its
@@ -1278,13 +1298,8 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
         }
         sending.abort();
 
-        let local = Server::start_in(dir.path(), Some(&config), &[]);
-        let api = Api::new(&local);
-        let q = wait_for_queue(&api, 1).await;
-        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-        let started = tasks_started(&proxy);
-        assert_eq!(started.len(), 2, "{started:?}");
-        assert_eq!(started[1].0, message_id, "sent again as the same message");
+        let (_local, api, q, started) =
+            started_again(dir.path(), &config, &proxy, message_id).await;
         // The peer started a second task for it (it does not drop repeated
         // messages); that one is mirrored here.
         let again = &started[1].1;
@@ -1421,13 +1436,7 @@ async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
     let (undone, _) = store.cut(Cut::Unsynced);
     eprintln!("undid {undone} writes");
 
-    let local = Server::start_in(dir.path(), Some(&config), &[]);
-    let api = Api::new(&local);
-    let q = wait_for_queue(&api, 1).await;
-    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-    let started = tasks_started(&proxy);
-    assert_eq!(started.len(), 2, "{started:?}");
-    assert_eq!(started[1].0, message_id, "sent again as the same message");
+    let (_local, api, q, _) = started_again(dir.path(), &config, &proxy, &message_id).await;
     let d = detail(&api, &task_id).await;
     assert_eq!(d["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{d}");
     let hops = d["chain"]["children"].as_array().unwrap();
