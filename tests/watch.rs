@@ -1705,3 +1705,53 @@ async fn a_relay_goes_on_with_an_upstream_that_answers_each_message_with_a_new_t
     let (_, all) = api.call(reqwest::Method::GET, "/tasks", None).await;
     assert_eq!(all["items"].as_array().unwrap().len(), 1, "{all}");
 }
+
+/// A task sent to a peer is on the disk, with its push subscription and
+/// its `start` item, before the peer has it; the two go in one sync, and so
+/// does the send to a peer that takes no pushes (its item alone). Counted
+/// on the engine itself: a process shows its syncs only mixed with the
+/// checkpoint's.
+#[tokio::test]
+async fn a_send_to_a_peer_reaches_the_disk_in_one_sync() {
+    use countersign::a2a::types::Part;
+    use countersign::config::Config;
+    use countersign::engine::Engine;
+    use countersign::store::{Durability, Store, peers::PeerAuthRecord};
+
+    let peer = Server::start(Some(PEER));
+    for pushes in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config::parse(
+            "[[agents]]\nid = \"inbox\"\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let store = Store::open(&dir.path().join("db"), Durability::Normal).unwrap();
+        let engine = Engine::new(store, &cfg.agents, cfg.limits);
+        if pushes {
+            // Where the peer would push to; nothing need answer there.
+            engine.set_webhook_base("http://127.0.0.1:9".into());
+        }
+        let url = format!("{}/a2a/bot", peer.base);
+        engine
+            .add_peer("bot", &url, None, PeerAuthRecord::default())
+            .await
+            .unwrap();
+        let before = engine.store().synced();
+        let task = engine
+            .send_to_peer("bot", vec![Part::text("deploy the docs")])
+            .await
+            .unwrap();
+        assert_eq!(
+            engine.store().synced() - before,
+            1,
+            "pushes: {pushes}: {task:?}"
+        );
+        let message_id = &task.history[0].message_id;
+        let sub = engine
+            .subscription(&format!("m-{message_id}"))
+            .await
+            .unwrap();
+        assert_eq!(sub.is_some(), pushes, "{sub:?}");
+    }
+}

@@ -465,12 +465,8 @@ impl Engine {
         // receiver has the hop: the hop is then never recorded here, or
         // the change is made again (a caller's resent message, a peer's
         // task re-read) and fires a hop with a new id, which no receiver
-        // can tell from a new one.
-        self.inner
-            .store
-            .sync_now()
-            .await
-            .map_err(|e| Failure::storage(&e))?;
+        // can tell from a new one. A hop sent to a peer is synced by
+        // `start_on_peer`, with the subscription it makes.
         match &rule.action {
             Action::Push {
                 url,
@@ -478,6 +474,11 @@ impl Engine {
                 credentials,
                 token,
             } => {
+                self.inner
+                    .store
+                    .sync_now()
+                    .await
+                    .map_err(|e| Failure::storage(&e))?;
                 let url = self.outbound_url(url)?;
                 let auth = credentials
                     .as_ref()

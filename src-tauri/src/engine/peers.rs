@@ -356,8 +356,12 @@ impl Engine {
     }
 
     /// A new webhook subscription for a peer's pushes.
+    /// It is on the disk when this returns: its URL is for the person to
+    /// give a peer.
     pub async fn create_subscription(&self, peer_id: &str) -> Result<Subscription, PeerError> {
-        self.subscription_named(peer_id, new_id()).await
+        let sub = self.subscription_named(peer_id, new_id()).await?;
+        self.inner.store.sync_now().await?;
+        Ok(sub)
     }
 
     /// The webhook subscription `id` for a peer's pushes, made now unless
@@ -374,15 +378,16 @@ impl Engine {
             token: random_token(),
             created_ms: now_ms(),
         };
-        // On the disk before any peer hears of it: a task sent with it is
-        // the peer's from the moment the peer has it, and if the power
-        // goes before the peer's answer reaches us, the peer's pushes
-        // about that task must still find their subscription here, or the
-        // task is one we never learn of.
+        // The caller puts it on the disk before any peer hears of it
+        // (`Store::sync_now`): a task sent with it is the peer's from the
+        // moment the peer has it, and if the power goes before the peer's
+        // answer reaches us, the peer's pushes about that task must still
+        // find their subscription here, or the task is one we never learn
+        // of. One sync then covers what else the send depends on.
         Ok(self
             .inner
             .store
-            .write_to_disk_then(
+            .write_then(
                 move |conn| p::ensure_subscription(conn, &sub),
                 self.drops_peer_cache(),
             )
@@ -535,9 +540,11 @@ impl Engine {
         // (`Engine::recover`) makes what is left due.
         item.next_ms = now + START_LEASE_MS;
         let item_id = item.id.clone();
+        // On the disk before the peer has the message: `start_on_peer`
+        // syncs it with the subscription it makes.
         self.inner
             .store
-            .write_to_disk(move |conn| p::enqueue(conn, &item))
+            .write(move |conn| p::enqueue(conn, &item))
             .await?;
         let along = Along {
             delivered: Some(item_id.clone()),
@@ -607,6 +614,12 @@ impl Engine {
         let mut sub_id = self
             .watch_by_push(peer_id, card, &mut configuration, Some(named))
             .await?;
+        // The peer acts on the message the moment it has it. What this
+        // start depends on goes to the disk first, in one sync: the
+        // subscription its pushes will come to, the `start` item that
+        // sends it again should we stop before the answer, or the chain
+        // hop that fires it and the task change that fired the hop.
+        self.inner.store.sync_now().await?;
         let req = SendMessageRequest {
             tenant: None,
             message,

@@ -105,8 +105,14 @@ impl Engine {
         let mut sub_id = match link {
             Some(_) => None,
             None => {
-                self.watch_by_push(&upstream, card, &mut configuration, None)
-                    .await?
+                let sub = self
+                    .watch_by_push(&upstream, card, &mut configuration, None)
+                    .await?;
+                if sub.is_some() {
+                    // On the disk before the upstream hears of it.
+                    self.inner.store.sync_now().await?;
+                }
+                sub
             }
         };
         let req = SendMessageRequest {
