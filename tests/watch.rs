@@ -1755,3 +1755,41 @@ async fn a_send_to_a_peer_reaches_the_disk_in_one_sync() {
         assert_eq!(sub.is_some(), pushes, "{sub:?}");
     }
 }
+
+/// A push acknowledged is kept through a power cut right after its answer
+/// (the checkpoint's syncs stalled, so nothing else puts our commits on the
+/// disk): its sender pushes no more, and no sweep would find a task first
+/// seen through it. Answered 200, its mirror was synced; answered 202
+/// (`reread_wait_ms = 0`), its queued re-read was, and runs after the
+/// restart.
+#[tokio::test]
+async fn a_push_acknowledged_is_kept_through_a_power_cut() {
+    let peer = Server::start(Some(PEER));
+    for (wait, answered) in [
+        ("", StatusCode::OK),
+        ("reread_wait_ms = 0\n", StatusCode::ACCEPTED),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = powercut::Store::in_dir(dir.path());
+        let mut cmd = store.command();
+        cmd.env("POWERCUT_STALL", "store-checkpoint");
+        let config = config_sweeping_every(&peer, 0).replacen(
+            "[webhooks]\n",
+            &format!("[webhooks]\n{wait}"),
+            1,
+        );
+        let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
+        let api = Api::new(&local);
+        let (remote_id, url, token) = started_elsewhere(&peer, &api, "deploy the docs").await;
+        let (status, body) = push(&url, &token, &remote_id).await;
+        assert_eq!(status, answered, "{body}");
+        local.kill9();
+        let (undone, _) = store.cut(Cut::Unsynced);
+        eprintln!("{wait:?}: undid {undone} writes");
+
+        let local = Server::start_in(dir.path(), Some(&config), &[]);
+        let api = Api::new(&local);
+        let q = wait_for_queue(&api, 1).await;
+        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{wait:?}: {q}");
+    }
+}

@@ -709,6 +709,24 @@ impl Engine {
             .await
     }
 
+    /// [`Engine::refresh_watched`] for a push: the mirror is on the disk
+    /// when this returns, so the push may be acknowledged. Its sender does
+    /// not push again once it is, and a task first seen through it would
+    /// otherwise be one a power cut leaves us knowing nothing of.
+    pub async fn refresh_pushed(
+        &self,
+        peer_id: &str,
+        subscription: &str,
+        remote_id: &str,
+    ) -> Result<String, PeerError> {
+        let along = Along {
+            on_disk: true,
+            ..Along::default()
+        };
+        self.refresh_along(peer_id, Some(subscription), remote_id, along)
+            .await
+    }
+
     /// [`Engine::refresh_watched`], recording `along` with the mirror.
     async fn refresh_along(
         &self,

@@ -248,6 +248,7 @@ impl Engine {
             hop,
             delivered,
             continues,
+            on_disk,
         } = along;
         let max_depth = self.max_chain_depth();
         let peer_id = peer_id.to_owned();
@@ -258,115 +259,114 @@ impl Engine {
         // that vanished); the peer's task itself cannot make a write fail.
         // A mirror runs for every push, and the savepoint's page copies
         // were an eighth of its instructions.
-        let (id, _) = self
-            .inner
-            .store
-            .write_then_unguarded(
-                move |conn| {
-                    let now = now_ms();
-                    let mirrored = 'mirror: {
-                        let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
-                            // A push about a task sent from here that a stop
-                            // cut short (read now, or by the outbox's re-read
-                            // it left), through the subscription named after
-                            // its message: the peer has it, and what owes it
-                            // is settled rather than sent again. A hop's task
-                            // is linked to the hop first, as its answer
-                            // would have linked it, so its events know their
-                            // ancestry. (The answer to a send settles its own
-                            // `start` item here too.)
-                            let cut_hop = match (&hop, &subscription) {
-                                (None, Some(sub)) => dispatch::hop_cut_short(conn, sub)?,
-                                _ => None,
-                            };
-                            let first = FirstSight {
-                                peer_id: &peer_id,
-                                subscription: subscription.as_deref(),
-                                hop: hop.as_deref().or(cut_hop.as_deref()),
-                                max_depth,
-                                now,
-                            };
-                            let stored = first.store(conn, &remote)?;
-                            if let Some(sub) = &subscription {
-                                peers::started_by_push(conn, sub, &stored.0, now)?;
-                            }
-                            if let Some(h) = &cut_hop {
-                                dispatch::hop_settled_by_push(conn, h, now)?;
-                            }
-                            break 'mirror stored;
-                        };
-                        let head = tasks::head(conn, &id)?.ok_or_else(|| {
-                            crate::store::Error::Corrupt(format!("watched task {id} vanished"))
-                        })?;
-                        let old_state = head.state;
-                        // The peer's push about the new task may have created
-                        // the mirror before the answer that started it arrived:
-                        // the hop is linked to the mirror either way.
-                        if let Some(h) = &hop {
-                            dispatch::link_child(conn, h, &id)?;
-                        }
-                        if old_state.is_terminal() {
-                            break 'mirror (id, None);
-                        }
-                        for m in &remote.history {
-                            if !tasks::has_message(conn, &id, &m.message_id)? {
-                                let mut m = m.clone();
-                                m.task_id = Some(id.clone());
-                                tasks::append_message(conn, &id, &m)?;
-                            }
-                        }
-                        if let Some(m) = &remote.status.message
-                            && !tasks::has_message(conn, &id, &m.message_id)?
-                        {
-                            let mut m = m.clone();
-                            m.task_id = Some(id.clone());
-                            tasks::append_message(conn, &id, &m)?;
-                        }
-                        for a in remote.artifacts.iter().flatten() {
-                            tasks::put_artifact(conn, &id, a, false)?;
-                        }
-                        let (_, current) =
-                            tasks::load(conn, &id, Some(0), false)?.ok_or_else(|| {
-                                crate::store::Error::Corrupt(format!("watched task {id} vanished"))
-                            })?;
-                        let status = status_of(&remote, &id);
-                        if current.status == status && old_state == status.state {
-                            break 'mirror (id, None);
-                        }
-                        // The status's message is in the history already (above).
-                        let seq = tasks::record_status(conn, &head, &status, None, now)?;
-                        // A new status message is a new question when it waits.
-                        let new_question = current.status.message.as_ref().map(|m| &m.message_id)
-                            != status.message.as_ref().map(|m| &m.message_id);
-                        sync_turn_asking(
-                            conn,
-                            &id,
-                            &head.agent_id,
-                            old_state,
-                            status.state,
-                            now,
-                            new_question,
-                        )?;
-                        let ev = status_event(&head, &remote, status, seq);
-                        let entered = (old_state != ev.state).then_some(ev.state);
-                        dispatch::fan_out(conn, &id, seq, &ev.body, entered, max_depth, now)?;
-                        (id, Some(ev))
+        let mirror = move |conn: &rusqlite::Connection| {
+            let now = now_ms();
+            let mirrored = 'mirror: {
+                let Some(id) = peers::watched_task(conn, &peer_id, &remote.id)? else {
+                    // A push about a task sent from here that a stop
+                    // cut short (read now, or by the outbox's re-read
+                    // it left), through the subscription named after
+                    // its message: the peer has it, and what owes it
+                    // is settled rather than sent again. A hop's task
+                    // is linked to the hop first, as its answer
+                    // would have linked it, so its events know their
+                    // ancestry. (The answer to a send settles its own
+                    // `start` item here too.)
+                    let cut_hop = match (&hop, &subscription) {
+                        (None, Some(sub)) => dispatch::hop_cut_short(conn, sub)?,
+                        _ => None,
                     };
-                    if let Some(remote_id) = &continues {
-                        peers::continue_in(conn, &peer_id, remote_id, &mirrored.0, now)?;
+                    let first = FirstSight {
+                        peer_id: &peer_id,
+                        subscription: subscription.as_deref(),
+                        hop: hop.as_deref().or(cut_hop.as_deref()),
+                        max_depth,
+                        now,
+                    };
+                    let stored = first.store(conn, &remote)?;
+                    if let Some(sub) = &subscription {
+                        peers::started_by_push(conn, sub, &stored.0, now)?;
                     }
-                    if let Some(item) = &delivered {
-                        peers::delivered_with(conn, item, &mirrored.0, now)?;
+                    if let Some(h) = &cut_hop {
+                        dispatch::hop_settled_by_push(conn, h, now)?;
                     }
-                    Ok(mirrored)
-                },
-                move |(_, ev): &(String, Option<Event>)| {
-                    if let Some(ev) = ev {
-                        engine.inner.bus.publish(ev.clone());
+                    break 'mirror stored;
+                };
+                let head = tasks::head(conn, &id)?.ok_or_else(|| {
+                    crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                })?;
+                let old_state = head.state;
+                // The peer's push about the new task may have created
+                // the mirror before the answer that started it arrived:
+                // the hop is linked to the mirror either way.
+                if let Some(h) = &hop {
+                    dispatch::link_child(conn, h, &id)?;
+                }
+                if old_state.is_terminal() {
+                    break 'mirror (id, None);
+                }
+                for m in &remote.history {
+                    if !tasks::has_message(conn, &id, &m.message_id)? {
+                        let mut m = m.clone();
+                        m.task_id = Some(id.clone());
+                        tasks::append_message(conn, &id, &m)?;
                     }
-                },
-            )
-            .await?;
+                }
+                if let Some(m) = &remote.status.message
+                    && !tasks::has_message(conn, &id, &m.message_id)?
+                {
+                    let mut m = m.clone();
+                    m.task_id = Some(id.clone());
+                    tasks::append_message(conn, &id, &m)?;
+                }
+                for a in remote.artifacts.iter().flatten() {
+                    tasks::put_artifact(conn, &id, a, false)?;
+                }
+                let (_, current) = tasks::load(conn, &id, Some(0), false)?.ok_or_else(|| {
+                    crate::store::Error::Corrupt(format!("watched task {id} vanished"))
+                })?;
+                let status = status_of(&remote, &id);
+                if current.status == status && old_state == status.state {
+                    break 'mirror (id, None);
+                }
+                // The status's message is in the history already (above).
+                let seq = tasks::record_status(conn, &head, &status, None, now)?;
+                // A new status message is a new question when it waits.
+                let new_question = current.status.message.as_ref().map(|m| &m.message_id)
+                    != status.message.as_ref().map(|m| &m.message_id);
+                sync_turn_asking(
+                    conn,
+                    &id,
+                    &head.agent_id,
+                    old_state,
+                    status.state,
+                    now,
+                    new_question,
+                )?;
+                let ev = status_event(&head, &remote, status, seq);
+                let entered = (old_state != ev.state).then_some(ev.state);
+                dispatch::fan_out(conn, &id, seq, &ev.body, entered, max_depth, now)?;
+                (id, Some(ev))
+            };
+            if let Some(remote_id) = &continues {
+                peers::continue_in(conn, &peer_id, remote_id, &mirrored.0, now)?;
+            }
+            if let Some(item) = &delivered {
+                peers::delivered_with(conn, item, &mirrored.0, now)?;
+            }
+            Ok(mirrored)
+        };
+        let publish = move |(_, ev): &(String, Option<Event>)| {
+            if let Some(ev) = ev {
+                engine.inner.bus.publish(ev.clone());
+            }
+        };
+        let store = &self.inner.store;
+        let (id, _) = if on_disk {
+            store.write_to_disk_then_unguarded(mirror, publish).await?
+        } else {
+            store.write_then_unguarded(mirror, publish).await?
+        };
         Ok(id)
     }
 
@@ -420,6 +420,10 @@ pub(super) struct Along {
     /// decision on that task with this new one (as a peer that starts a
     /// task per message does). That task is marked continued in this one.
     pub continues: Option<String>,
+    /// The mirror is on the disk before the call returns, whatever
+    /// `[store] durability` says: for a push, which its sender does not
+    /// send again once it is acknowledged.
+    pub on_disk: bool,
 }
 
 /// `remote`'s status, its message filed under our id `id`.

@@ -4,10 +4,12 @@
 //! (`X-A2A-Notification-Token`, `A2A-Notification-Token`, or
 //! `Authorization: Bearer`), compared in constant time, and even then it is
 //! only a hint — the engine re-reads the task from the peer before changing
-//! anything. The answer is 200 once that change is committed; when the
-//! re-read fails or takes longer than `[webhooks] reread_wait_ms`, it is
-//! 202 once the re-read is queued in the durable outbox, which retries it.
-//! Either way a 2xx means nothing the push announced can be lost.
+//! anything. The answer is 200 once that change is committed and on the
+//! disk; when the re-read fails or takes longer than `[webhooks]
+//! reread_wait_ms`, it is 202 once the re-read is queued in the durable
+//! outbox (on the disk too), which retries it. Either way a 2xx means
+//! nothing the push announced can be lost, even to a power cut: a sender
+//! does not push again what we acknowledged.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -188,7 +190,7 @@ pub async fn receive(
     } else {
         let reread = state
             .engine
-            .refresh_watched(&sub.peer_id, Some(&sub.id), &remote_id);
+            .refresh_pushed(&sub.peer_id, &sub.id, &remote_id);
         match tokio::time::timeout(Duration::from_millis(wait), reread).await {
             Ok(Ok(id)) => {
                 return (

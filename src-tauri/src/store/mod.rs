@@ -265,6 +265,20 @@ impl Store {
             .await
     }
 
+    /// [`Store::write_then_unguarded`], on the disk before it returns, as
+    /// [`Store::write_to_disk`]'s.
+    pub async fn write_to_disk_then_unguarded<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        H: FnOnce(&R) + Send + 'static,
+    {
+        self.inner
+            .writer
+            .submit(writer::Isolation::Batch, true, f, after_commit)
+            .await
+    }
+
     /// Runs `f` on a read connection on the blocking pool, at most
     /// [`BLOCKING_READS`] at once; later reads wait for a turn.
     pub async fn read<R, F>(&self, f: F) -> Result<R>
