@@ -637,6 +637,73 @@ async fn a_client_trickling_its_body_gets_408_on_every_surface_and_is_disconnect
 /// Found by the `rest_bodies` fuzz target: the 0.3 HTTP+JSON binding took
 /// `fileWithBytes` that is not base64 and stored a part the 1.0 model itself
 /// refuses to read. Now every dialect checks the bytes of a file part alike.
+/// A message id of blanks is no id, in every dialect, as 1.0 reads it. The
+/// 0.3 codecs took one (found by fuzzing `rest_bodies`: the request they
+/// made did not read back as 1.0).
+#[tokio::test]
+async fn a_blank_message_id_is_refused_in_every_dialect() {
+    let s = Server::start(Some(CONFIG));
+    let c = s.client();
+    let http = reqwest::Client::new();
+    let blank = " \t ";
+    let rest03 = json!({"message": {"messageId": blank, "role": "ROLE_USER",
+        "content": [{"text": "x"}]}});
+    let r = http
+        .post(s.url("/a2a/inbox/v1/message:send"))
+        .json(&rest03)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    check(
+        status,
+        &text,
+        Want::Rest(400, "INVALID_PARAMS"),
+        "0.3 HTTP+JSON",
+    );
+    assert!(
+        text.contains("messageId is required and must not be blank"),
+        "{text}"
+    );
+    let rpc03 = rpc(
+        "message/send",
+        json!({"message": {"messageId": blank, "role": "user", "kind": "message",
+            "parts": [{"kind": "text", "text": "x"}]}}),
+    );
+    let r = http
+        .post(s.url("/a2a/inbox"))
+        .json(&rpc03)
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    check(200, &text, Want::Rpc(200, -32602), "0.3 JSON-RPC");
+    assert!(
+        text.contains("messageId is required and must not be blank"),
+        "{text}"
+    );
+    let r = c
+        .rpc_err(
+            "inbox",
+            "SendMessage",
+            json!({"message": message(blank, "x")}),
+        )
+        .await;
+    assert_eq!(r["code"], -32602, "1.0 JSON-RPC: {r}");
+    let (status, body) = c
+        .rest(
+            reqwest::Method::POST,
+            "inbox",
+            "/message:send",
+            Some(json!({"message": message(blank, "x")})),
+        )
+        .await;
+    assert_eq!(status, 400, "1.0 HTTP+JSON: {body}");
+    let list = c.rpc_ok("inbox", "ListTasks", json!({})).await;
+    assert_eq!(list["totalSize"], 0, "nothing was stored: {list}");
+}
+
 #[tokio::test]
 async fn file_bytes_that_are_not_base64_are_refused_in_every_dialect() {
     let s = Server::start(Some(CONFIG));

@@ -43,10 +43,12 @@ fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<Strin
     }
 }
 
+/// A required string: an id, say. One of only blanks is none, as 1.0 reads
+/// its ids (`types::required_id`).
 fn req_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<String, Error> {
     opt_str(m, key, what)?
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| invalid(format!("{what}.{key} is required")))
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| invalid(format!("{what}.{key} is required and must not be blank")))
 }
 
 fn opt_obj(
@@ -297,10 +299,11 @@ pub fn decode_message(v: &Value, dialect: Dialect) -> Result<Message, Error> {
         _ => return Err(invalid("message.parts is required")),
     };
     let message_id = match dialect {
-        // Pre-0.3 clients need not name their messages; an empty name is
-        // no name, so it gets one too (0.3 and 1.0 require a non-empty id).
+        // Pre-0.3 clients need not name their messages; an empty or blank
+        // name is no name, so it gets one too (0.3 and 1.0 require an id
+        // that is not blank).
         Dialect::Legacy => opt_str(m, "messageId", "message")?
-            .filter(|id| !id.is_empty())
+            .filter(|id| !id.trim().is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         _ => req_str(m, "messageId", "message")?,
     };
@@ -756,7 +759,8 @@ pub fn fast_send_params(text: &str) -> Option<SendMessageRequest> {
     Some(SendMessageRequest {
         tenant: None,
         message: Message {
-            message_id: m.message_id.filter(|id| !id.is_empty())?,
+            // A blank id takes the general path, which refuses it.
+            message_id: m.message_id.filter(|id| !id.trim().is_empty())?,
             context_id: m.context_id,
             task_id: m.task_id,
             role,
@@ -885,7 +889,7 @@ pub fn fast_task_query(text: &str) -> Option<(String, Option<i32>)> {
         history_length: Option<i32>,
     }
     let q: Query = serde_json::from_str(text).ok()?;
-    Some((q.id.filter(|id| !id.is_empty())?, q.history_length))
+    Some((q.id.filter(|id| !id.trim().is_empty())?, q.history_length))
 }
 
 /// Reads `id` and `pushNotificationConfigId` from v0.3 get/delete params.
@@ -1086,6 +1090,27 @@ mod tests {
         assert!(!back.configuration.unwrap().return_immediately);
     }
 
+    /// An id of blanks is none, as 1.0 reads ids (found by fuzzing: a 0.3
+    /// message with one was taken, and did not read back as 1.0).
+    #[test]
+    fn blank_ids_are_refused_as_1_0_refuses_them() {
+        let send = json!({"message": {"kind": "message", "role": "user", "messageId": "  ",
+            "parts": [{"kind": "text", "text": "hi"}]}});
+        let e = decode_send_params(&send, Dialect::V03).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("message.messageId is required and must not be blank"),
+            "{e}"
+        );
+        let as_1_0 = serde_json::from_value::<crate::a2a::types::Message>(
+            json!({"messageId": "  ", "role": "ROLE_USER", "parts": [{"text": "hi"}]}),
+        );
+        assert!(as_1_0.is_err());
+        let task = json!({"kind": "task", "id": " ", "contextId": "c",
+            "status": {"state": "working"}});
+        assert!(decode_task(&task).is_err());
+    }
+
     #[test]
     fn legacy_send_maps_task_and_session_ids() {
         let params = json!({"id": "client-task-1", "sessionId": "s-1",
@@ -1102,6 +1127,10 @@ mod tests {
         assert!(!req.message.message_id.is_empty());
         let again = decode_send_params(&encode_send_params(&req), Dialect::V03).unwrap();
         assert_eq!(again.message, req.message);
+        let blank_id = json!({"message": {"role": "user", "messageId": " \t",
+            "parts": [{"type": "text", "text": "hi"}]}});
+        let req = decode_send_params(&blank_id, Dialect::Legacy).unwrap();
+        assert!(!req.message.message_id.trim().is_empty());
         let wire = encode_task(&v1_task(), Dialect::Legacy);
         assert_eq!(wire["sessionId"], "c1");
         assert!(wire.get("kind").is_none());

@@ -60,6 +60,14 @@ fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<Strin
     }
 }
 
+/// A required id: one of only blanks is none, as 1.0 reads its ids
+/// (`types::required_id`).
+fn req_id(m: &Map<String, Value>, key: &str, what: &str) -> Result<String, Error> {
+    opt_str(m, key, what)?
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| invalid(format!("{what}.{key} is required and must not be blank")))
+}
+
 fn opt_obj(
     m: &Map<String, Value>,
     key: &str,
@@ -175,8 +183,7 @@ fn decode_message(v: &Value) -> Result<Message, Error> {
         _ => return Err(invalid("message.role must be ROLE_USER or ROLE_AGENT")),
     };
     Ok(Message {
-        message_id: opt_str(m, "messageId", "message")?
-            .ok_or_else(|| invalid("message.messageId is required"))?,
+        message_id: req_id(m, "messageId", "message")?,
         context_id: opt_str(m, "contextId", "message")?,
         task_id: opt_str(m, "taskId", "message")?,
         role,
@@ -204,8 +211,7 @@ fn decode_status(v: &Value) -> Result<TaskStatus, Error> {
 fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
     let m = obj(v, "artifact")?;
     Ok(Artifact {
-        artifact_id: opt_str(m, "artifactId", "artifact")?
-            .ok_or_else(|| invalid("artifact.artifactId is required"))?,
+        artifact_id: req_id(m, "artifactId", "artifact")?,
         name: opt_str(m, "name", "artifact")?,
         description: opt_str(m, "description", "artifact")?,
         parts: list(m, "parts", "artifact")?
@@ -221,7 +227,7 @@ fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
 pub fn decode_task(v: &Value) -> Result<Task, Error> {
     let m = obj(v, "task")?;
     Ok(Task {
-        id: opt_str(m, "id", "task")?.ok_or_else(|| invalid("task.id is required"))?,
+        id: req_id(m, "id", "task")?,
         context_id: opt_str(m, "contextId", "task")?.unwrap_or_default(),
         status: decode_status(m.get("status").unwrap_or(&Value::Null))?,
         // In proto JSON an empty repeated field is the same as an absent
@@ -730,6 +736,34 @@ mod tests {
             json!([1, 2])
         );
         assert_eq!(decode_task(&wire).unwrap(), t);
+    }
+
+    /// Found by fuzzing (`rest_bodies`): a message id of blanks was taken,
+    /// and the request did not read back as 1.0, which refuses it. Every
+    /// required id of this binding is read the same way now.
+    #[test]
+    fn blank_ids_are_refused_as_1_0_refuses_them() {
+        let e = decode_message(&json!({"messageId": " \t", "role": "ROLE_USER",
+            "content": [{"text": "x"}]}))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("message.messageId is required and must not be blank"),
+            "{e}"
+        );
+        let task = |id: &str, artifact: &str| {
+            decode_task(&json!({"id": id, "contextId": "c",
+                "status": {"state": "TASK_STATE_COMPLETED"},
+                "artifacts": [{"artifactId": artifact, "parts": [{"text": "x"}]}]}))
+        };
+        assert!(task("t", "a").is_ok());
+        assert!(task(" ", "a").unwrap_err().to_string().contains("task.id"));
+        assert!(
+            task("t", "  ")
+                .unwrap_err()
+                .to_string()
+                .contains("artifact.artifactId")
+        );
     }
 
     /// Found by fuzzing: `"artifacts": []` decoded as an empty list, which

@@ -578,6 +578,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"Nope","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"message":{"messageId":"m","role":"user","parts":[{"type":"text","text":"x"}]}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":""}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":" "}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":" \t","role":"user","parts":[{"kind":"text","text":"x"}]}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/list","params":{"id":"a"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[{"kind":"file","file":{"uri":"http://x/f"}}]}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}}"#,
