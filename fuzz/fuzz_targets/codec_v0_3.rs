@@ -1,13 +1,17 @@
 //! The A2A 0.3 translations (`a2a::v0_3` for the JSON-RPC shapes and the
 //! pre-0.3 `tasks/send` ones, `a2a::v0_3_rest` for 0.3 HTTP+JSON): whatever
-//! decodes to the 1.0 model must encode back and decode to the same model.
-//! Input: one byte choosing the shape, then the JSON.
+//! decodes to the 1.0 model must encode back and decode to the same model,
+//! and read back as 1.0 too: a 1.0 client (a Countersign peer among them)
+//! reads what a 0.3 one sent. Input: one byte choosing the shape, then the
+//! JSON.
 #![no_main]
 
 use countersign::a2a::Error;
 use countersign::a2a::v0_3::{self, Dialect};
 use countersign::a2a::v0_3_rest as rest;
 use libfuzzer_sys::fuzz_target;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::fmt::Debug;
 
@@ -28,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
         // Pre-0.3 `tasks/send` params decode to the same model as 0.3 ones.
         1 => {
             if let Ok(first) = v0_3::decode_send_params(&v, Dialect::Legacy) {
+                reads_as_1_0(&first);
                 let again =
                     v0_3::decode_send_params(&v0_3::encode_send_params(&first), Dialect::V03);
                 same(&first, again, &v);
@@ -42,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         // ever written, never read, so they have no round trip.
         3 => {
             if let Ok(mut first) = v0_3::decode_message(&v, Dialect::Legacy) {
+                reads_as_1_0(&first);
                 first.context_id = None;
                 first.task_id = None;
                 first.extensions.clear();
@@ -82,8 +88,9 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// decode → encode → decode gives the first model again.
-fn round_trip<T: PartialEq + Debug>(
+/// decode → encode → decode gives the first model again, and the model
+/// reads back as 1.0.
+fn round_trip<T: PartialEq + Debug + Serialize + DeserializeOwned>(
     v: &Value,
     decode: impl Fn(&Value) -> Result<T, Error>,
     encode: impl Fn(&T) -> Value,
@@ -91,8 +98,18 @@ fn round_trip<T: PartialEq + Debug>(
     let Ok(first) = decode(v) else {
         return;
     };
+    reads_as_1_0(&first);
     let encoded = encode(&first);
     same(&first, decode(&encoded), &encoded);
+}
+
+/// What a 0.3 decoder accepted, written as 1.0, reads back the same.
+fn reads_as_1_0<T: PartialEq + Debug + Serialize + DeserializeOwned>(first: &T) {
+    let json = serde_json::to_value(first).expect("a model serialises");
+    match serde_json::from_value::<T>(json.clone()) {
+        Ok(back) => assert_eq!(first, &back, "the model changed as 1.0 via {json}"),
+        Err(e) => panic!("taken as 0.3, refused as 1.0: {e}\n{json}"),
+    }
 }
 
 fn same<T: PartialEq + Debug>(first: &T, again: Result<T, Error>, encoded: &Value) {

@@ -210,14 +210,16 @@ fn decode_status(v: &Value) -> Result<TaskStatus, Error> {
 
 fn decode_artifact(v: &Value) -> Result<Artifact, Error> {
     let m = obj(v, "artifact")?;
+    // At least one part, as the JSON-RPC binding and 1.0 read an artifact.
+    let parts = list(m, "parts", "artifact")?;
+    if parts.is_empty() {
+        return Err(invalid("artifact.parts must contain at least one part"));
+    }
     Ok(Artifact {
         artifact_id: req_id(m, "artifactId", "artifact")?,
         name: opt_str(m, "name", "artifact")?,
         description: opt_str(m, "description", "artifact")?,
-        parts: list(m, "parts", "artifact")?
-            .iter()
-            .map(decode_part)
-            .collect::<Result<_, _>>()?,
+        parts: parts.iter().map(decode_part).collect::<Result<_, _>>()?,
         metadata: opt_obj(m, "metadata", "artifact")?,
         extensions: strings(m, "extensions", "artifact")?,
     })
@@ -738,11 +740,11 @@ mod tests {
         assert_eq!(decode_task(&wire).unwrap(), t);
     }
 
-    /// Found by fuzzing (`rest_bodies`): a message id of blanks was taken,
-    /// and the request did not read back as 1.0, which refuses it. Every
-    /// required id of this binding is read the same way now.
+    /// What this binding takes reads back as 1.0 (found by fuzzing,
+    /// `rest_bodies` and `codec_v0_3`): a message id of blanks was taken,
+    /// which 1.0 refuses, so every required id is read as 1.0 reads it.
     #[test]
-    fn blank_ids_are_refused_as_1_0_refuses_them() {
+    fn what_1_0_refuses_is_refused_here() {
         let e = decode_message(&json!({"messageId": " \t", "role": "ROLE_USER",
             "content": [{"text": "x"}]}))
         .unwrap_err();
@@ -758,6 +760,17 @@ mod tests {
         };
         assert!(task("t", "a").is_ok());
         assert!(task(" ", "a").unwrap_err().to_string().contains("task.id"));
+        // Found the same way: an artifact with no parts, which 1.0 and the
+        // JSON-RPC binding refuse.
+        let no_parts = json!({"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a", "parts": []}]});
+        let e = decode_task(&no_parts).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("artifact.parts must contain at least one part"),
+            "{e}"
+        );
         assert!(
             task("t", "  ")
                 .unwrap_err()
