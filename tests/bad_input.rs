@@ -637,17 +637,11 @@ async fn a_client_trickling_its_body_gets_408_on_every_surface_and_is_disconnect
 /// Found by the `rest_bodies` fuzz target: the 0.3 HTTP+JSON binding took
 /// `fileWithBytes` that is not base64 and stored a part the 1.0 model itself
 /// refuses to read. Now every dialect checks the bytes of a file part alike.
-/// A message id of blanks is no id, in every dialect, as 1.0 reads it. The
-/// 0.3 codecs took one (found by fuzzing `rest_bodies`: the request they
-/// made did not read back as 1.0).
-#[tokio::test]
-async fn a_blank_message_id_is_refused_in_every_dialect() {
-    let s = Server::start(Some(CONFIG));
-    let c = s.client();
+/// Sends a message to the 0.3 HTTP+JSON send (`rest03`, the body) and to
+/// 0.3 JSON-RPC (`rpc03`, the `message/send` params): both are refused as
+/// invalid params, saying `why`.
+async fn refused_by_0_3(s: &Server, rest03: Value, rpc03: Value, why: &str) {
     let http = reqwest::Client::new();
-    let blank = " \t ";
-    let rest03 = json!({"message": {"messageId": blank, "role": "ROLE_USER",
-        "content": [{"text": "x"}]}});
     let r = http
         .post(s.url("/a2a/inbox/v1/message:send"))
         .json(&rest03)
@@ -662,27 +656,35 @@ async fn a_blank_message_id_is_refused_in_every_dialect() {
         Want::Rest(400, "INVALID_PARAMS"),
         "0.3 HTTP+JSON",
     );
-    assert!(
-        text.contains("messageId is required and must not be blank"),
-        "{text}"
-    );
-    let rpc03 = rpc(
-        "message/send",
-        json!({"message": {"messageId": blank, "role": "user", "kind": "message",
-            "parts": [{"kind": "text", "text": "x"}]}}),
-    );
+    assert!(text.contains(why), "0.3 HTTP+JSON: {text}");
     let r = http
         .post(s.url("/a2a/inbox"))
-        .json(&rpc03)
+        .json(&rpc("message/send", rpc03))
         .send()
         .await
         .unwrap();
     let text = r.text().await.unwrap();
     check(200, &text, Want::Rpc(200, -32602), "0.3 JSON-RPC");
-    assert!(
-        text.contains("messageId is required and must not be blank"),
-        "{text}"
-    );
+    assert!(text.contains(why), "0.3 JSON-RPC: {text}");
+}
+
+/// A message id of blanks is no id, in every dialect, as 1.0 reads it. The
+/// 0.3 codecs took one (found by fuzzing `rest_bodies`: the request they
+/// made did not read back as 1.0).
+#[tokio::test]
+async fn a_blank_message_id_is_refused_in_every_dialect() {
+    let s = Server::start(Some(CONFIG));
+    let c = s.client();
+    let blank = " \t ";
+    refused_by_0_3(
+        &s,
+        json!({"message": {"messageId": blank, "role": "ROLE_USER",
+            "content": [{"text": "x"}]}}),
+        json!({"message": {"messageId": blank, "role": "user", "kind": "message",
+            "parts": [{"kind": "text", "text": "x"}]}}),
+        "messageId is required and must not be blank",
+    )
+    .await;
     let r = c
         .rpc_err(
             "inbox",
@@ -710,36 +712,15 @@ async fn file_bytes_that_are_not_base64_are_refused_in_every_dialect() {
     let c = s.client();
     let bad = "iVBORw0KGgoAAAANSUhEUb6c8d6";
     let http = reqwest::Client::new();
-    let rest03 = json!({"message": {"messageId": "b64-1", "role": "ROLE_USER", "content": [
-        {"text": "look"}, {"file": {"fileWithBytes": bad, "mimeType": "image/png"}}]}});
-    let r = http
-        .post(s.url("/a2a/inbox/v1/message:send"))
-        .json(&rest03)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    check(
-        status,
-        &text,
-        Want::Rest(400, "INVALID_PARAMS"),
-        "0.3 HTTP+JSON",
-    );
-    assert!(text.contains("fileWithBytes must be base64"), "{text}");
-    let rpc03 = rpc(
-        "message/send",
+    refused_by_0_3(
+        &s,
+        json!({"message": {"messageId": "b64-1", "role": "ROLE_USER", "content": [
+            {"text": "look"}, {"file": {"fileWithBytes": bad, "mimeType": "image/png"}}]}}),
         json!({"message": {"messageId": "b64-2", "role": "user", "kind": "message", "parts": [
             {"kind": "file", "file": {"bytes": bad, "mimeType": "image/png"}}]}}),
-    );
-    let r = http
-        .post(s.url("/a2a/inbox"))
-        .json(&rpc03)
-        .send()
-        .await
-        .unwrap();
-    let text = r.text().await.unwrap();
-    check(200, &text, Want::Rpc(200, -32602), "0.3 JSON-RPC");
+        "must be base64",
+    )
+    .await;
     let list = c.rpc_ok("inbox", "ListTasks", json!({})).await;
     assert_eq!(list["totalSize"], 0, "nothing was stored: {list}");
     // URL-safe base64 is base64 in every dialect, as it is in 1.0.

@@ -361,12 +361,11 @@ impl Engine {
                 engine.inner.bus.publish(ev.clone());
             }
         };
-        let store = &self.inner.store;
-        let (id, _) = if on_disk {
-            store.write_to_disk_then_unguarded(mirror, publish).await?
-        } else {
-            store.write_then_unguarded(mirror, publish).await?
-        };
+        let (id, _) = self
+            .inner
+            .store
+            .write_unguarded(on_disk, mirror, publish)
+            .await?;
         Ok(id)
     }
 

@@ -259,15 +259,12 @@ impl Store {
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         H: FnOnce(&R) + Send + 'static,
     {
-        self.inner
-            .writer
-            .submit(writer::Isolation::Batch, false, f, after_commit)
-            .await
+        self.write_unguarded(false, f, after_commit).await
     }
 
-    /// [`Store::write_then_unguarded`], on the disk before it returns, as
-    /// [`Store::write_to_disk`]'s.
-    pub async fn write_to_disk_then_unguarded<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
+    /// [`Store::write_then_unguarded`], on the disk before it returns when
+    /// `to_disk` says so, as [`Store::write_to_disk`]'s.
+    pub async fn write_unguarded<R, F, H>(&self, to_disk: bool, f: F, after_commit: H) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
@@ -275,7 +272,7 @@ impl Store {
     {
         self.inner
             .writer
-            .submit(writer::Isolation::Batch, true, f, after_commit)
+            .submit(writer::Isolation::Batch, to_disk, f, after_commit)
             .await
     }
 
