@@ -1716,7 +1716,8 @@ async fn a_send_to_a_peer_reaches_the_disk_in_one_sync() {
     use countersign::a2a::types::Part;
     use countersign::config::Config;
     use countersign::engine::Engine;
-    use countersign::store::{Durability, Store, peers::PeerAuthRecord};
+    use countersign::store::peers::{PeerAuthRecord, message_subscription};
+    use countersign::store::{Durability, Store};
 
     let peer = Server::start(Some(PEER));
     for pushes in [true, false] {
@@ -1749,7 +1750,7 @@ async fn a_send_to_a_peer_reaches_the_disk_in_one_sync() {
         );
         let message_id = &task.history[0].message_id;
         let sub = engine
-            .subscription(&format!("m-{message_id}"))
+            .subscription(&message_subscription(message_id))
             .await
             .unwrap();
         assert_eq!(sub.is_some(), pushes, "{sub:?}");

@@ -46,7 +46,13 @@ fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<Strin
 /// A required string: an id, say. One of only blanks is none, as 1.0 reads
 /// its ids (`types::required_id`).
 fn req_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<String, Error> {
-    opt_str(m, key, what)?
+    required(opt_str(m, key, what)?, key, what)
+}
+
+/// `value`, the field `{what}.{key}` of either 0.3 binding, unless it is
+/// missing or blank.
+pub(super) fn required(value: Option<String>, key: &str, what: &str) -> Result<String, Error> {
+    value
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| invalid(format!("{what}.{key} is required and must not be blank")))
 }

@@ -63,9 +63,7 @@ fn opt_str(m: &Map<String, Value>, key: &str, what: &str) -> Result<Option<Strin
 /// A required id: one of only blanks is none, as 1.0 reads its ids
 /// (`types::required_id`).
 fn req_id(m: &Map<String, Value>, key: &str, what: &str) -> Result<String, Error> {
-    opt_str(m, key, what)?
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| invalid(format!("{what}.{key} is required and must not be blank")))
+    super::v0_3::required(opt_str(m, key, what)?, key, what)
 }
 
 fn opt_obj(
