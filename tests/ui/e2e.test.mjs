@@ -706,6 +706,10 @@ describe('the approval UI', () => {
     await page.keyboard.press('t');
     await page.locator('#t-state').selectOption('');
     await page.locator('#t-agent').selectOption('');
+    // The list without those filters first: the state filter left from
+    // above hides the task below too, and would pass the wait for it to go
+    // before the words were searched.
+    await page.getByText('Renew the certificate?').first().waitFor();
     await page.locator('#t-agent').blur();
     await page.keyboard.press('/');
     await page.keyboard.type('STAGING rotate');
