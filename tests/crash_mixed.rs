@@ -6,9 +6,8 @@
 //! kill (`common::powercut`). Afterwards every acknowledged task and
 //! decision is there, every owed delivery went out, every task the peer
 //! took from us is known here and none reached it twice, no decision
-//! reached the peer twice, the
-//! database passes `PRAGMA integrity_check`, and the queue's counts match
-//! its open turns.
+//! reached the peer twice, the database passes `PRAGMA integrity_check`
+//! and `foreign_key_check`, and the queue's counts match its open turns.
 mod common;
 use common::powercut::{self, Cut};
 use common::*;
@@ -454,10 +453,7 @@ async fn mixed_load(end: End) {
     // The database is sound.
     a.terminate();
     let conn = rusqlite::Connection::open(&store.db).unwrap();
-    let check: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_sound(&conn);
     // Every task the peer took from us is known here: those whose answer a
     // kill or a power cut kept from us too (their pushes, or the send made
     // again after the restart, brought them).

@@ -201,10 +201,7 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_recovers() {
         .collect();
     let want: HashSet<String> = stored.iter().cloned().chain([after]).collect();
     assert_eq!(ids, want, "stored tasks differ from the acknowledged ones");
-    let check: String = db
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_sound(&db);
     for task in decided {
         let deliveries: Vec<String> = db
             .prepare(
@@ -516,10 +513,7 @@ async fn a_full_disk_holds_pushes_and_deliveries_until_there_is_room() {
             "B's task {id} was pushed but never kept"
         );
     }
-    let check: String = db
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_sound(&db);
     eprintln!(
         "disk_full: {} flows, {} pushed by B, {} decisions ({} refused while full), {} notifications ({while_full} while full)",
         flows.len(),

@@ -19,8 +19,8 @@
 //! with the default, every answered decision is (its commit is synced
 //! before the answer), and an answered task may be lost only if its answer
 //! came within the checkpoint's few milliseconds before the cut, read held
-//! or not. Either way the database passes `PRAGMA integrity_check` and the
-//! queue's counts match its turns. Retention, cut the same way with the
+//! or not. Either way the database passes `PRAGMA integrity_check` and
+//! `foreign_key_check`, and the queue's counts match its turns. Retention, cut the same way with the
 //! archive's files watched too, leaves every task in the database or the
 //! archive; new folders and the files beside the database are synced into
 //! their folders.
@@ -479,10 +479,7 @@ async fn rounds(durability: &str) {
     assert_eq!(status, 200, "{page}");
     s.terminate();
     let conn = rusqlite::Connection::open(db).unwrap();
-    let check: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_sound(&conn);
     let open: i64 = conn
         .query_row(
             "SELECT count(*) FROM turns WHERE closed_ms IS NULL",
@@ -785,10 +782,7 @@ async fn retention_loses_no_task_to_a_power_cut() {
     s.client().send_text("auto", "after", "one more").await;
     s.terminate();
     let conn = rusqlite::Connection::open(&files[0]).unwrap();
-    let check: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_sound(&conn);
     let mut stmt = conn.prepare("SELECT id FROM tasks").unwrap();
     let stored: std::collections::HashSet<String> = stmt
         .query_map([], |r| r.get(0))

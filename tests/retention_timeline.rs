@@ -5,6 +5,9 @@
 //! and the live database stays bounded while parked and undelivered work is
 //! kept and everything else is in the archive exactly once.
 
+mod common;
+use common::assert_sound;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
@@ -248,10 +251,7 @@ async fn a_120_day_timeline_stays_bounded_and_archives_each_task_once() {
     assert_eq!(d["state"], "completed");
 
     let conn = rusqlite::Connection::open(dir.join("countersign.db")).unwrap();
-    let ok: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
+    assert_sound(&conn);
     let n: i64 = conn
         .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
         .unwrap();

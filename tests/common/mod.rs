@@ -14,6 +14,29 @@ use serde_json::{Value, json};
 /// The scripted agent that follows the TCK scenario contract.
 pub const TCK_CONFIG: &str = include_str!("../conformance/tck-agent.toml");
 
+/// Asserts that a database is sound: `PRAGMA integrity_check` passes, and
+/// no row refers to a row that is not there (foreign keys are declared but
+/// not enforced, so nothing else would notice).
+pub fn assert_sound(conn: &rusqlite::Connection) {
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    let orphans: Vec<(String, String)> = conn
+        .prepare("PRAGMA foreign_key_check")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(
+        orphans.is_empty(),
+        "{} rows without their parent (table, parent), such as {:?}",
+        orphans.len(),
+        &orphans[..orphans.len().min(3)]
+    );
+}
+
 /// Runs `countersign serve` with `config` (written to `c.toml` in a fresh
 /// data dir), expects it to refuse to start, and returns what it said.
 pub fn refused_config(config: &str) -> String {

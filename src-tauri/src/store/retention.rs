@@ -12,7 +12,7 @@
 //! what came before. The same condition is checked again in the
 //! transaction that deletes it.
 
-use rusqlite::{Connection, params, params_from_iter};
+use rusqlite::{Connection, params_from_iter};
 use serde_json::{Value, json};
 
 use super::{Result, dispatch, queue, tasks};
@@ -202,10 +202,18 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
                  UNION ALL SELECT h.id FROM chain_hops h WHERE h.parent_task_id = ?1)",
         )?
         .execute([id])?;
-        // Messages, artifacts, push configs, turns and (through
-        // turns) decisions cascade.
-        conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
-            .execute(params![id])?;
+        // With what hangs off it: foreign keys are not enforced, so
+        // nothing cascades (see `open_connection`).
+        for sql in [
+            "DELETE FROM decisions WHERE turn_id IN (SELECT id FROM turns WHERE task_id = ?1)",
+            "DELETE FROM turns WHERE task_id = ?1",
+            "DELETE FROM messages WHERE task_id = ?1",
+            "DELETE FROM artifacts WHERE task_id = ?1",
+            "DELETE FROM push_configs WHERE task_id = ?1",
+            "DELETE FROM tasks WHERE id = ?1",
+        ] {
+            conn.prepare_cached(sql)?.execute([id])?;
+        }
         // Its hops go once no task here is left on either end: while the
         // other end stays, the hop is its link to this task (in the
         // archive now) and, for a child, the lineage loop protection
@@ -228,6 +236,7 @@ pub fn delete(conn: &Connection, ids: &[String]) -> Result<Vec<String>> {
 mod tests {
     use super::super::schema::migrated;
     use super::*;
+    use rusqlite::params;
 
     fn task(c: &Connection, id: &str, state: i64, updated_ms: i64, continued_in: Option<&str>) {
         c.execute(
@@ -278,6 +287,59 @@ mod tests {
         // The last one goes: nothing links anything here any more.
         assert_eq!(delete(&c, &["t3".to_owned()]).unwrap(), ["t3"]);
         assert!(hops(&c).is_empty());
+    }
+
+    /// Foreign keys are not enforced, so nothing cascades: a deleted task
+    /// takes its messages, artifacts, push configs, turns and their
+    /// decisions with it, and leaves every other task's alone.
+    #[test]
+    fn a_deleted_task_leaves_nothing_behind() {
+        let (_dir, c) = migrated();
+        // As the store's connections are (SQLite here enforces them unless
+        // told not to).
+        c.pragma_update(None, "foreign_keys", false).unwrap();
+        for (id, at) in [("gone", 10), ("kept", 20)] {
+            task(&c, id, 3, at, None);
+            c.execute_batch(&format!(
+                "INSERT INTO messages (task_id, seq, message_id, body) VALUES ('{id}', 1, 'm', '{{}}');
+                 INSERT INTO artifacts (task_id, artifact_id, ord, body) VALUES ('{id}', 'a', 0, '{{}}');
+                 INSERT INTO push_configs (task_id, id, body, created_ms) VALUES ('{id}', 'p', '{{}}', 1);
+                 INSERT INTO turns (id, task_id, agent_id, source, state, preview, opened_ms, closed_ms)
+                     VALUES ('u-{id}', '{id}', 'a', 'served', 6, 'ask', 1, 2);
+                 INSERT INTO decisions (id, turn_id, task_id, agent_id, kind, payload, actor,
+                                        created_ms, delivery)
+                     VALUES ('d-{id}', 'u-{id}', '{id}', 'a', 'approve', '{{}}', 'me', 2, 'delivered');"
+            ))
+            .unwrap();
+        }
+        assert_eq!(delete(&c, &["gone".to_owned()]).unwrap(), ["gone"]);
+        for table in [
+            "tasks",
+            "messages",
+            "artifacts",
+            "push_configs",
+            "turns",
+            "decisions",
+        ] {
+            let tasks: Vec<String> = c
+                .prepare(&format!(
+                    "SELECT {} FROM {table}",
+                    if table == "tasks" { "id" } else { "task_id" }
+                ))
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert_eq!(tasks, ["kept"], "{table}");
+        }
+        let orphans = c
+            .prepare("PRAGMA foreign_key_check")
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .count();
+        assert_eq!(orphans, 0);
     }
 
     /// A re-read or a send that a task's mirror delivered refers to that
