@@ -110,11 +110,21 @@ fn insert_row(
     messages: i64,
     events: i64,
     link: Option<&Mirrored<'_>>,
-    last: Option<&str>,
+    last: Option<&EncodedMessage<'_>>,
 ) -> Result<(TaskHead, String, Option<String>)> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
-    let status = to_json(&t.status)?;
-    let stored = last.and_then(|m| stored_status(&status, Some(messages), m));
+    let status = match last {
+        Some(m)
+            if t.status
+                .message
+                .as_ref()
+                .is_some_and(|s| std::ptr::eq(s, m.message)) =>
+        {
+            status_with(&t.status, &m.body)?
+        }
+        _ => to_json(&t.status)?,
+    };
+    let stored = last.and_then(|m| stored_status(&status, Some(messages), &m.body));
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
                             parked, created_ms, updated_ms, dialect, history_len, last_seq,
@@ -140,6 +150,25 @@ fn insert_row(
         if link.is_some() { WATCHED } else { SERVED },
     ])?;
     Ok((new_head(t, messages, events), status, metadata))
+}
+
+/// `status`'s JSON, as [`to_json`] writes it, around `message`: the JSON
+/// of its message, already written for the history (writing it again was
+/// 2% of a durable SendMessage).
+fn status_with(status: &TaskStatus, message: &str) -> Result<String> {
+    let state = to_json(&status.state)?;
+    let timestamp = status.timestamp.as_ref().map(to_json).transpose()?;
+    let mut out = String::with_capacity(message.len() + 64);
+    out.push_str("{\"state\":");
+    out.push_str(&state);
+    out.push_str(",\"message\":");
+    out.push_str(message);
+    if let Some(ts) = timestamp {
+        out.push_str(",\"timestamp\":");
+        out.push_str(&ts);
+    }
+    out.push('}');
+    Ok(out)
 }
 
 /// The head of the task `t` once it holds `messages` messages and `events`
@@ -283,8 +312,7 @@ fn create_rows<'m>(
     let encoded = history
         .map(EncodedMessage::new)
         .collect::<Result<Vec<_>>>()?;
-    let last = encoded.last().map(|m| m.body.as_str());
-    let (head, status, metadata) = insert_row(conn, t, n, events, link, last)?;
+    let (head, status, metadata) = insert_row(conn, t, n, events, link, encoded.last())?;
     for (seq, m) in (1..).zip(&encoded) {
         insert_encoded(conn, &t.id, &t.context_id, seq, m)?;
     }
@@ -1156,8 +1184,14 @@ mod tests {
             "messageId": "m2", "role": "ROLE_AGENT", "taskId": "t\"1", "contextId": "c\\1",
             "parts": [{"text": "Approve?"}]
         }));
-        for metadata in [None, Some(json!({"source": "test", "n": [1, {"x": null}]}))] {
-            let id = format!("t\"1{}", metadata.is_some());
+        let metadatas = [None, Some(json!({"source": "test", "n": [1, {"x": null}]}))];
+        // The history's last message is the status's own (its JSON is
+        // reused), or an equal copy.
+        for (metadata, shared) in metadatas
+            .into_iter()
+            .flat_map(|m| [(m.clone(), true), (m, false)])
+        {
+            let id = format!("t\"1{}{shared}", metadata.is_some());
             let asking = TaskStatus {
                 state: TaskState::InputRequired,
                 message: Some(asked.clone()),
@@ -1165,7 +1199,11 @@ mod tests {
             };
             let mut new = NewTask::for_test((&id, "a", "o", "c\\1"), asking, 1);
             new.metadata = metadata.map(|m| m.as_object().unwrap().clone());
-            let (_, bodies) = create_with_history(&conn, &new, &[&first, &asked], 2).unwrap();
+            let last = match &new.status.message {
+                Some(own) if shared => own,
+                _ => &asked,
+            };
+            let (_, bodies) = create_with_history(&conn, &new, &[&first, last], 2).unwrap();
             let created = CreatedTask::new(id.clone(), "c\\1".into(), bodies);
             for history in [None, Some(0), Some(1), Some(5)] {
                 let mut kept = created.clone();
@@ -1185,6 +1223,29 @@ mod tests {
                     serde_json::to_string(&kept.parse().unwrap()).unwrap()
                 );
             }
+        }
+    }
+
+    /// A status written around its message's JSON is what serde writes.
+    #[test]
+    fn a_status_written_around_its_message_is_what_serde_writes() {
+        let asked = message(json!({
+            "messageId": "m\"2", "role": "ROLE_AGENT", "taskId": "t", "contextId": "c",
+            "parts": [{"text": "Approve \"it\"?\n é ✓ \u{1F600}"}, {"data": {"a": [1, null]}}],
+            "metadata": {"k": "v"}
+        }));
+        for (state, timestamp) in [
+            (TaskState::InputRequired, Some("2026-11-27T06:00:01.000Z")),
+            (TaskState::AuthRequired, None),
+            (TaskState::Completed, Some("x\"y")),
+        ] {
+            let status = TaskStatus {
+                state,
+                message: Some(asked.clone()),
+                timestamp: timestamp.map(str::to_owned),
+            };
+            let around = status_with(&status, &to_json(&asked).unwrap()).unwrap();
+            assert_eq!(around, to_json(&status).unwrap());
         }
     }
 
