@@ -100,8 +100,8 @@ impl Bus {
     }
 
     /// Publishes an event to the task's subscribers and to everyone.
-    pub fn publish(&self, ev: Event) {
-        let ev = Arc::new(ev);
+    pub fn publish(&self, ev: impl Into<Arc<Event>>) {
+        let ev = ev.into();
         let _ = self.all.send(ev.clone());
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = tasks.get(&ev.task_id) {

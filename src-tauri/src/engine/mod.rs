@@ -252,8 +252,9 @@ const SETTLE: Step = Step::Status(TaskState::Completed, None);
 struct Applied {
     /// The last event's sequence number.
     seq: i64,
-    /// The events of the steps applied, in order.
-    events: Vec<Event>,
+    /// The events of the steps applied, in order (shared with the bus
+    /// once committed: copying each took 1% of a durable SendMessage).
+    events: Vec<Arc<Event>>,
     /// A step was refused: the run ends there.
     stopped: bool,
 }
@@ -275,7 +276,7 @@ impl Applied {
                 head.last_seq = ev.seq;
                 head.updated_ms = now;
                 self.seq = ev.seq;
-                self.events.push(ev);
+                self.events.push(Arc::new(ev));
             }
             Ok(None) => {}
             Err(e) => {
@@ -332,14 +333,14 @@ fn create_with_status(
         now,
     )?;
     applied.seq = 2;
-    applied.events.push(Event {
+    applied.events.push(Arc::new(Event {
         task_id: head.id.clone(),
         agent_id: head.agent_id.clone(),
         owner: head.owner.clone(),
         seq: 2,
         state,
         body,
-    });
+    }));
     Ok((head, first, bodies))
 }
 
@@ -367,7 +368,7 @@ fn carry_artifact_id(step: &mut Step, last: &mut Option<String>) {
 /// and true, if they settled it (terminal or interrupted); otherwise `task`
 /// as it was, and false. Not settled either when an artifact changed: its
 /// stored form (appends merged) is read back instead.
-fn settled_task(mut task: Task, events: &[Event]) -> (Task, bool) {
+fn settled_task(mut task: Task, events: &[Arc<Event>]) -> (Task, bool) {
     let settles = events
         .last()
         .is_some_and(|last| last.state.is_terminal() || last.state.is_interrupted());
