@@ -290,8 +290,12 @@ fn scatter(files: &[Option<File>], unsynced: &[&Record], seed: u64) -> (usize, b
     let mut written = vec![Vec::new(); unsynced.len()];
     for (i, r) in unsynced.iter().enumerate().rev() {
         if let Record::Write { file, off, len, .. } = r {
-            let mut bytes = vec![0; *len as usize];
-            made(files, *file).read_exact_at(&mut bytes, *off).unwrap();
+            // A write the kill cut short (the kernel stops a large write
+            // between pages for SIGKILL) left less than it was asked to.
+            let f = made(files, *file);
+            let left = f.metadata().unwrap().len().saturating_sub(*off).min(*len);
+            let mut bytes = vec![0; left as usize];
+            f.read_exact_at(&mut bytes, *off).unwrap();
             written[i] = bytes;
         }
         undo(files, r, 0);
@@ -312,7 +316,7 @@ fn scatter(files: &[Option<File>], unsynced: &[&Record], seed: u64) -> (usize, b
                 if keep < *len {
                     lost += 1;
                 }
-                let keep = keep.min(*len) as usize;
+                let keep = keep.min(bytes.len() as u64) as usize;
                 if keep > 0 {
                     made(files, *file)
                         .write_all_at(&bytes[..keep], *off)
