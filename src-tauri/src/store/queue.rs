@@ -118,37 +118,19 @@ fn finish_decision((mut d, payload): (DecisionRecord, String)) -> Result<Decisio
 /// The first line of the request a task is parked on: its latest message
 /// from the caller (at most 200 characters).
 pub fn request_preview(conn: &Connection, task_id: &str) -> Result<String> {
-    preview_in(
-        conn,
-        "SELECT m.message_id, m.body, t.context_id FROM messages m JOIN tasks t ON t.id = m.task_id
-         WHERE m.task_id = ?1 ORDER BY m.seq DESC",
-        task_id,
-    )
+    preview_in(conn, task_id, true)
 }
 
 /// The first line of what a task was first asked: the first message from
 /// its caller (at most 200 characters).
 pub fn first_request_preview(conn: &Connection, task_id: &str) -> Result<String> {
-    preview_in(
-        conn,
-        "SELECT m.message_id, m.body, t.context_id FROM messages m JOIN tasks t ON t.id = m.task_id
-         WHERE m.task_id = ?1 ORDER BY m.seq",
-        task_id,
-    )
+    preview_in(conn, task_id, false)
 }
 
 /// The preview of the first caller's message `sql` reads for `task_id`.
-fn preview_in(conn: &Connection, sql: &str, task_id: &str) -> Result<String> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map([task_id], |r| {
-        let (message_id, context_id) = (r.get_ref(0)?.as_str()?, r.get_ref(2)?.as_str()?);
-        let body = r.get_ref(1)?.as_str()?;
-        Ok(super::tasks::message_body(
-            body, message_id, task_id, context_id,
-        ))
-    })?;
-    for body in rows {
-        let Ok(m) = serde_json::from_str::<Message>(&body?) else {
+fn preview_in(conn: &Connection, task_id: &str, newest_first: bool) -> Result<String> {
+    for body in super::tasks::history_bodies(conn, task_id, newest_first)? {
+        let Ok(m) = serde_json::from_str::<Message>(&body) else {
             continue;
         };
         if let Some(preview) = preview_of(&m) {

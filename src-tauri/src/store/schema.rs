@@ -365,6 +365,11 @@ const MIGRATIONS: &[Step] = &[
           AND EXISTS (SELECT 1 FROM tasks t WHERE t.peer_id = outbox.peer_id AND t.remote_id = outbox.ref_id);
     DELETE FROM outbox WHERE kind = 'reread' AND status = 'delivered'
         AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = outbox.ref_id);"),
+    // 24: the messages a task is created with are kept in its row
+    // (`tasks::head_text`); those added later go to `messages`, numbered on
+    // from them. A row each, in a second b-tree, was about a tenth of a
+    // durable SendMessage (the caller's message and the question asked).
+    Sql("ALTER TABLE tasks ADD COLUMN head TEXT;"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]

@@ -87,7 +87,7 @@ fn state_of(n: i64) -> Result<TaskState> {
 /// it owes is queued with it in the outbox. Migration 10 dropped the log
 /// they were once copied to, which nothing read.
 pub fn insert_task(conn: &Connection, t: &NewTask) -> Result<TaskHead> {
-    Ok(insert_row(conn, t, 0, 0, None, None)?.0)
+    Ok(insert_row(conn, t, 0, 0, None, None, None)?.0)
 }
 
 /// A watched task's place on its peer: the peer, the task's id there, and
@@ -111,6 +111,7 @@ fn insert_row(
     events: i64,
     link: Option<&Mirrored<'_>>,
     last: Option<&EncodedMessage<'_>>,
+    head: Option<&str>,
 ) -> Result<(TaskHead, String, Option<String>)> {
     let metadata = t.metadata.as_ref().map(to_json).transpose()?;
     let status = match last {
@@ -128,8 +129,8 @@ fn insert_row(
     conn.prepare_cached(
         "INSERT INTO tasks (id, agent_id, owner, context_id, state, status, metadata,
                             parked, created_ms, updated_ms, dialect, history_len, last_seq,
-                            peer_id, remote_id, subscription_id, origin)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                            peer_id, remote_id, subscription_id, origin, head)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?
     .execute(params![
         t.id,
@@ -148,6 +149,7 @@ fn insert_row(
         link.map(|l| l.remote_id),
         link.and_then(|l| l.subscription),
         if link.is_some() { WATCHED } else { SERVED },
+        head,
     ])?;
     Ok((new_head(t, messages, events), status, metadata))
 }
@@ -192,9 +194,51 @@ fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
 /// number 1 of each), in two statements: counting them up one by one took
 /// two more updates of the new row. Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
-    let (head, ..) = insert_row(conn, t, 1, 1, None, None)?;
-    insert_message(conn, &t.id, &t.context_id, 1, first)?;
+    let first = EncodedMessage::new(first)?;
+    let text = head_text(std::iter::once(first.body.as_str()));
+    let (head, ..) = insert_row(conn, t, 1, 1, None, None, Some(&text))?;
     Ok(head)
+}
+
+/// The messages a task is created with, as its row keeps them (`head`):
+/// each message's JSON after its length in bytes and a colon. Its history
+/// goes on in `messages`, numbered on from them.
+fn head_text<'b>(bodies: impl Iterator<Item = &'b str> + Clone) -> String {
+    use std::fmt::Write;
+    let len = bodies.clone().map(|b| b.len() + 8).sum();
+    let mut text = String::with_capacity(len);
+    for body in bodies {
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{}:", body.len());
+        text.push_str(body);
+    }
+    text
+}
+
+/// The messages of a row's `head` ([`head_text`]), oldest first.
+fn head_messages(text: &str) -> Result<Vec<&str>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let read = rest.split_once(':').and_then(|(len, after)| {
+            let len: usize = len.parse().ok()?;
+            Some((after.get(..len)?, after.get(len..)?))
+        });
+        let Some((body, after)) = read else {
+            return Err(Error::Corrupt(format!("a task's first messages: {text}")));
+        };
+        out.push(body);
+        rest = after;
+    }
+    Ok(out)
+}
+
+/// Whether a message's JSON, as we write it, has the id `message_id`.
+fn has_id(body: &str, message_id: &str) -> Result<bool> {
+    let id = to_json(&message_id)?;
+    Ok(body
+        .strip_prefix(r#"{"messageId":"#)
+        .is_some_and(|rest| rest.starts_with(&id)))
 }
 
 /// Creates a task that already holds `history` (sequence numbers 1…, in
@@ -312,10 +356,9 @@ fn create_rows<'m>(
     let encoded = history
         .map(EncodedMessage::new)
         .collect::<Result<Vec<_>>>()?;
-    let (head, status, metadata) = insert_row(conn, t, n, events, link, encoded.last())?;
-    for (seq, m) in (1..).zip(&encoded) {
-        insert_encoded(conn, &t.id, &t.context_id, seq, m)?;
-    }
+    let text = (!encoded.is_empty()).then(|| head_text(encoded.iter().map(|m| m.body.as_str())));
+    let (head, status, metadata) =
+        insert_row(conn, t, n, events, link, encoded.last(), text.as_deref())?;
     let bodies = encoded.into_iter().map(|m| m.body).collect();
     Ok((
         head,
@@ -428,11 +471,25 @@ pub fn active_served(conn: &Connection) -> Result<Vec<(String, String)>> {
 
 /// Whether a task's history holds the message `message_id`.
 pub fn has_message(conn: &Connection, task_id: &str, message_id: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM messages WHERE task_id = ?1 AND message_id = ?2 LIMIT 1")?
-        .query_row(params![task_id, message_id], |_| Ok(()))
-        .optional()?
-        .is_some())
+    let row: Option<(Option<i64>, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT (SELECT 1 FROM messages WHERE task_id = ?1 AND message_id = ?2 LIMIT 1), head
+             FROM tasks WHERE id = ?1",
+        )?
+        .query_row(params![task_id, message_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((in_rows, head)) = row else {
+        return Ok(false);
+    };
+    if in_rows.is_some() {
+        return Ok(true);
+    }
+    for body in head_messages(head.as_deref().unwrap_or_default())? {
+        if has_id(body, message_id)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// A message with the JSON it is stored as, encoded once for both the retry
@@ -466,7 +523,42 @@ pub fn holds_message(conn: &Connection, task_id: &str, m: &EncodedMessage) -> Re
             return Ok(true);
         }
     }
-    Ok(false)
+    let head: Option<String> = conn
+        .prepare_cached("SELECT head FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    Ok(head_messages(head.as_deref().unwrap_or_default())?.contains(&m.body.as_str()))
+}
+
+/// Every message of a task's history, as JSON: oldest first, or newest.
+pub fn history_bodies(conn: &Connection, task_id: &str, newest_first: bool) -> Result<Vec<String>> {
+    let Some((head, context_id)) = conn
+        .prepare_cached("SELECT head, context_id FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| {
+            Ok((r.get::<_, Option<String>>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut bodies: Vec<String> = head_messages(head.as_deref().unwrap_or_default())?
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let mut stmt = conn
+        .prepare_cached("SELECT message_id, body FROM messages WHERE task_id = ?1 ORDER BY seq")?;
+    let rows = stmt.query_map([task_id], |r| {
+        let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+        Ok(message_body(text(1)?, text(0)?, task_id, &context_id))
+    })?;
+    for body in rows {
+        bodies.push(body?);
+    }
+    if newest_first {
+        bodies.reverse();
+    }
+    Ok(bodies)
 }
 
 /// Appends a message to a task's history.
@@ -483,19 +575,6 @@ pub fn append_encoded(conn: &Connection, task_id: &str, m: &EncodedMessage) -> R
         )?
         .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     insert_encoded(conn, task_id, &context_id, seq, m)
-}
-
-/// Returns the JSON of the message (as [`load_stored`] reads it back).
-fn insert_message(
-    conn: &Connection,
-    task_id: &str,
-    context_id: &str,
-    seq: i64,
-    m: &Message,
-) -> Result<String> {
-    let encoded = EncodedMessage::new(m)?;
-    insert_encoded(conn, task_id, context_id, seq, &encoded)?;
-    Ok(encoded.body)
 }
 
 fn insert_encoded(
@@ -799,20 +878,25 @@ fn load_bodies(
 ) -> Result<Option<(TaskHead, Bodies)>> {
     let row = conn
         .prepare_cached(&format!(
-            "SELECT {HEAD_COLUMNS}, status, metadata FROM tasks WHERE id = ?1"
+            "SELECT {HEAD_COLUMNS}, status, metadata, head FROM tasks WHERE id = ?1"
         ))?
         .query_row([id], |r| {
             Ok((
                 head_row(r)?,
                 r.get::<_, String>(10)?,
                 r.get::<_, Option<String>>(11)?,
+                r.get::<_, Option<String>>(12)?,
             ))
         })
         .optional()?;
-    let Some((head, status, metadata)) = row else {
+    let Some((head, status, metadata, first)) = row else {
         return Ok(None);
     };
     let head = finish_head(head)?;
+    let first = head_messages(first.as_deref().unwrap_or_default())?;
+    // Messages after the first ones are rows of their own (a task stored
+    // before migration 24 has only those).
+    let rows_from = first.len() as i64 + 1;
     let named_parts = named_message(&status);
     let named = named_parts.map(|(seq, ..)| seq);
     // Where the message the status names is among those read (newest first).
@@ -820,19 +904,31 @@ fn load_bodies(
     let mut history = match history {
         Some(0) => Vec::new(),
         limit => {
-            let limit = limit.map_or(-1, |n| n as i64);
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, message_id, body FROM messages WHERE task_id = ?1
-                 ORDER BY seq DESC LIMIT ?2",
-            )?;
-            let mut rows = stmt.query(params![id, limit])?;
+            let wanted = limit.unwrap_or(usize::MAX);
             let mut msgs = Vec::new();
-            while let Some(r) = rows.next()? {
-                if named.is_some() && named == Some(r.get(0)?) {
+            if head.history_len >= rows_from || first.is_empty() {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT seq, message_id, body FROM messages WHERE task_id = ?1
+                     ORDER BY seq DESC LIMIT ?2",
+                )?;
+                let limit = limit.map_or(-1, |n| n as i64);
+                let mut rows = stmt.query(params![id, limit])?;
+                while let Some(r) = rows.next()? {
+                    if named.is_some() && named == Some(r.get(0)?) {
+                        named_at = Some(msgs.len());
+                    }
+                    let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+                    msgs.push(message_body(text(2)?, text(1)?, id, &head.context_id));
+                }
+            }
+            for (i, body) in first.iter().enumerate().rev() {
+                if msgs.len() >= wanted {
+                    break;
+                }
+                if named == Some(i as i64 + 1) {
                     named_at = Some(msgs.len());
                 }
-                let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
-                msgs.push(message_body(text(2)?, text(1)?, id, &head.context_id));
+                msgs.push((*body).to_owned());
             }
             msgs
         }
@@ -847,6 +943,10 @@ fn load_bodies(
             let read;
             let message = match named_at {
                 Some(i) => &history[i],
+                None if seq >= 1 && seq < rows_from => {
+                    read = first[(seq - 1) as usize].to_owned();
+                    &read
+                }
                 None => {
                     read = conn
                         .prepare_cached(
@@ -1226,6 +1326,90 @@ mod tests {
         }
     }
 
+    /// A task stored before its first messages were kept in its row has
+    /// every message in rows, and reads as it did; one created since reads
+    /// its first messages from its row and the rest from rows, in any
+    /// window, with its status naming a message of either.
+    #[test]
+    fn first_messages_in_the_row_and_the_rest_in_rows_read_as_one_history() {
+        let (_dir, conn) = migrated();
+        let msg = |id: &str, role: &str| {
+            message(json!({"messageId": id, "role": role, "parts": [{"text": id}]}))
+        };
+        let asking = |m: &Message| TaskStatus {
+            state: TaskState::InputRequired,
+            message: Some(m.clone()),
+            timestamp: None,
+        };
+        let (m1, m2, m3, m4) = (
+            msg("m1", "ROLE_USER"),
+            msg("m2", "ROLE_AGENT"),
+            msg("m3", "ROLE_USER"),
+            msg("m4", "ROLE_AGENT"),
+        );
+        // Before: a row, then each message appended (the status names the
+        // second).
+        let old = NewTask::for_test(("old", "a", "o", "c"), asking(&m2), 1);
+        let head = insert_task(&conn, &old).unwrap();
+        append_message(&conn, "old", &m1).unwrap();
+        record_status(&conn, &head, &asking(&m2), Some(&m2), 1).unwrap();
+        append_message(&conn, "old", &m3).unwrap();
+        append_message(&conn, "old", &m4).unwrap();
+        // Since: two in the row, two after (the status names the last).
+        let new = NewTask::for_test(("new", "a", "o", "c"), asking(&m2), 1);
+        let own = new.status.message.as_ref().unwrap();
+        let (head, _) = create_with_history(&conn, &new, &[&m1, own], 2).unwrap();
+        append_message(&conn, "new", &m3).unwrap();
+        record_status(&conn, &head, &asking(&m4), Some(&m4), 1).unwrap();
+        // The same, its status still naming the second (in the row).
+        let fresh = NewTask::for_test(("fresh", "a", "o", "c"), asking(&m2), 1);
+        let own = fresh.status.message.as_ref().unwrap();
+        create_with_history(&conn, &fresh, &[&m1, own], 2).unwrap();
+        append_message(&conn, "fresh", &m3).unwrap();
+        append_message(&conn, "fresh", &m4).unwrap();
+        let rows = |id: &str| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM messages WHERE task_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!((rows("old"), rows("new")), (4, 2));
+        let all = [&m1, &m2, &m3, &m4];
+        for (id, named) in [("old", &m2), ("new", &m4), ("fresh", &m2)] {
+            for window in [None, Some(0), Some(1), Some(2), Some(3), Some(9)] {
+                let (_, task) = load(&conn, id, window, false).unwrap().unwrap();
+                let n = window.unwrap_or(4).min(4);
+                let want: Vec<Message> = all[4 - n..].iter().map(|m| (*m).clone()).collect();
+                assert_eq!(task.history, want, "{id} {window:?}");
+                assert_eq!(task.status.message.as_ref(), Some(named), "{id} {window:?}");
+                let (_, stored) = load_stored(&conn, id, window, false).unwrap().unwrap();
+                assert_eq!(
+                    serde_json::to_string(&stored).unwrap(),
+                    serde_json::to_string(&task).unwrap()
+                );
+            }
+            let newest: Vec<String> = history_bodies(&conn, id, true).unwrap();
+            let want: Vec<String> = all.iter().rev().map(|m| to_json(m).unwrap()).collect();
+            assert_eq!(newest, want, "{id}");
+        }
+        assert!(history_bodies(&conn, "nope", false).unwrap().is_empty());
+    }
+
+    /// A row's first messages that are not as written are refused plainly.
+    #[test]
+    fn first_messages_cut_short_are_refused() {
+        for text in ["5:{}", "x:{}", "2:{}3", "2{}"] {
+            assert!(
+                matches!(head_messages(text), Err(Error::Corrupt(_))),
+                "{text}"
+            );
+        }
+        assert_eq!(head_messages("2:{}3:[1]").unwrap(), ["{}", "[1]"]);
+        assert!(head_messages("").unwrap().is_empty());
+    }
+
     /// A status written around its message's JSON is what serde writes.
     #[test]
     fn a_status_written_around_its_message_is_what_serde_writes() {
@@ -1311,9 +1495,11 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
-        for (m, body) in all.iter().zip(&stored) {
+        // The first message is kept in the task's row; the rest in rows.
+        assert_eq!(stored.len(), all.len() - 1);
+        for (m, body) in all[1..].iter().zip(&stored) {
             let whole = to_json(m).unwrap();
-            if ["m1", "m6"].contains(&m.message_id.as_str()) {
+            if m.message_id == "m6" {
                 assert!(body.starts_with(",\"role\":"), "{body}");
                 assert!(whole.ends_with(body.as_str()), "{body}");
             } else {
@@ -1336,6 +1522,17 @@ mod tests {
         }
         let changed = ours("m1", "other text");
         assert!(!holds_message(&conn, "t", &EncodedMessage::new(&changed).unwrap()).unwrap());
+        for m in &all {
+            assert!(
+                has_message(&conn, "t", &m.message_id).unwrap(),
+                "{}",
+                m.message_id
+            );
+        }
+        for id in ["m", "m8", "\"m1", ""] {
+            assert!(!has_message(&conn, "t", id).unwrap(), "{id}");
+        }
+        assert!(!has_message(&conn, "nope", "m1").unwrap());
 
         assert_eq!(
             super::super::queue::first_request_preview(&conn, "t").unwrap(),
