@@ -191,54 +191,55 @@ fn new_head(t: &NewTask, messages: i64, events: i64) -> TaskHead {
 }
 
 /// Creates a task with its first message and its first event (sequence
-/// number 1 of each), in two statements: counting them up one by one took
-/// two more updates of the new row. Returns the new task's head.
+/// number 1 of each), in one statement: the message is kept in the row
+/// (see [`head_text`]). Returns the new task's head.
 pub fn create(conn: &Connection, t: &NewTask, first: &Message) -> Result<TaskHead> {
     let first = EncodedMessage::new(first)?;
-    let text = head_text(std::iter::once(first.body.as_str()));
+    let text = head_text(t, std::slice::from_ref(&first));
     let (head, ..) = insert_row(conn, t, 1, 1, None, None, Some(&text))?;
     Ok(head)
 }
 
 /// The messages a task is created with, as its row keeps them (`head`):
-/// each message's JSON after its length in bytes and a colon. Its history
-/// goes on in `messages`, numbered on from them.
-fn head_text<'b>(bodies: impl Iterator<Item = &'b str> + Clone) -> String {
+/// for each, its id and its body as a `messages` row stores it
+/// ([`stored_tail`]), each after its length in bytes and a colon. Its
+/// history goes on in `messages`, numbered on from them.
+fn head_text(t: &NewTask, messages: &[EncodedMessage<'_>]) -> String {
     use std::fmt::Write;
-    let len = bodies.clone().map(|b| b.len() + 8).sum();
-    let mut text = String::with_capacity(len);
-    for body in bodies {
+    let mut text = String::with_capacity(messages.iter().map(|m| m.body.len() + 64).sum());
+    for m in messages {
+        let id = &m.message.message_id;
+        let stored = stored_tail(&m.body, id, &t.id, &t.context_id).unwrap_or(&m.body);
         // Writing to a String cannot fail.
-        let _ = write!(text, "{}:", body.len());
-        text.push_str(body);
+        let _ = write!(text, "{}:{id}{}:", id.len(), stored.len());
+        text.push_str(stored);
     }
     text
 }
 
-/// The messages of a row's `head` ([`head_text`]), oldest first.
-fn head_messages(text: &str) -> Result<Vec<&str>> {
+/// One field of a row's `head`: its length, a colon and the field; and
+/// what follows it.
+fn head_field(rest: &str) -> Option<(&str, &str)> {
+    let (len, after) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    Some((after.get(..len)?, after.get(len..)?))
+}
+
+/// The messages of a row's `head` ([`head_text`]), oldest first: each
+/// one's id and stored body.
+fn head_messages(text: &str) -> Result<Vec<(&str, &str)>> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let read = rest.split_once(':').and_then(|(len, after)| {
-            let len: usize = len.parse().ok()?;
-            Some((after.get(..len)?, after.get(len..)?))
-        });
-        let Some((body, after)) = read else {
+        let Some((id, stored, after)) = head_field(rest)
+            .and_then(|(id, r)| head_field(r).map(|(stored, after)| (id, stored, after)))
+        else {
             return Err(Error::Corrupt(format!("a task's first messages: {text}")));
         };
-        out.push(body);
+        out.push((id, stored));
         rest = after;
     }
     Ok(out)
-}
-
-/// Whether a message's JSON, as we write it, has the id `message_id`.
-fn has_id(body: &str, message_id: &str) -> Result<bool> {
-    let id = to_json(&message_id)?;
-    Ok(body
-        .strip_prefix(r#"{"messageId":"#)
-        .is_some_and(|rest| rest.starts_with(&id)))
 }
 
 /// Creates a task that already holds `history` (sequence numbers 1…, in
@@ -356,7 +357,7 @@ fn create_rows<'m>(
     let encoded = history
         .map(EncodedMessage::new)
         .collect::<Result<Vec<_>>>()?;
-    let text = (!encoded.is_empty()).then(|| head_text(encoded.iter().map(|m| m.body.as_str())));
+    let text = (!encoded.is_empty()).then(|| head_text(t, &encoded));
     let (head, status, metadata) =
         insert_row(conn, t, n, events, link, encoded.last(), text.as_deref())?;
     let bodies = encoded.into_iter().map(|m| m.body).collect();
@@ -484,12 +485,9 @@ pub fn has_message(conn: &Connection, task_id: &str, message_id: &str) -> Result
     if in_rows.is_some() {
         return Ok(true);
     }
-    for body in head_messages(head.as_deref().unwrap_or_default())? {
-        if has_id(body, message_id)? {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    Ok(head_messages(head.as_deref().unwrap_or_default())?
+        .iter()
+        .any(|(id, _)| *id == message_id))
 }
 
 /// A message with the JSON it is stored as, encoded once for both the retry
@@ -523,12 +521,19 @@ pub fn holds_message(conn: &Connection, task_id: &str, m: &EncodedMessage) -> Re
             return Ok(true);
         }
     }
-    let head: Option<String> = conn
-        .prepare_cached("SELECT head FROM tasks WHERE id = ?1")?
-        .query_row([task_id], |r| r.get(0))
-        .optional()?
-        .flatten();
-    Ok(head_messages(head.as_deref().unwrap_or_default())?.contains(&m.body.as_str()))
+    let row: Option<(Option<String>, String)> = conn
+        .prepare_cached("SELECT head, context_id FROM tasks WHERE id = ?1")?
+        .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((head, context_id)) = row else {
+        return Ok(false);
+    };
+    Ok(head_messages(head.as_deref().unwrap_or_default())?
+        .iter()
+        .any(|&(held, body)| {
+            held == id
+                && (body == m.body || stored_tail(&m.body, id, task_id, &context_id) == Some(body))
+        }))
 }
 
 /// Every message of a task's history, as JSON: oldest first, or newest.
@@ -544,7 +549,7 @@ pub fn history_bodies(conn: &Connection, task_id: &str, newest_first: bool) -> R
     };
     let mut bodies: Vec<String> = head_messages(head.as_deref().unwrap_or_default())?
         .into_iter()
-        .map(str::to_owned)
+        .map(|(message_id, stored)| message_body(stored, message_id, task_id, &context_id))
         .collect();
     let mut stmt = conn
         .prepare_cached("SELECT message_id, body FROM messages WHERE task_id = ?1 ORDER BY seq")?;
@@ -921,14 +926,14 @@ fn load_bodies(
                     msgs.push(message_body(text(2)?, text(1)?, id, &head.context_id));
                 }
             }
-            for (i, body) in first.iter().enumerate().rev() {
+            for (i, (message_id, stored)) in first.iter().enumerate().rev() {
                 if msgs.len() >= wanted {
                     break;
                 }
                 if named == Some(i as i64 + 1) {
                     named_at = Some(msgs.len());
                 }
-                msgs.push((*body).to_owned());
+                msgs.push(message_body(stored, message_id, id, &head.context_id));
             }
             msgs
         }
@@ -944,7 +949,8 @@ fn load_bodies(
             let message = match named_at {
                 Some(i) => &history[i],
                 None if seq >= 1 && seq < rows_from => {
-                    read = first[(seq - 1) as usize].to_owned();
+                    let (message_id, stored) = first[(seq - 1) as usize];
+                    read = message_body(stored, message_id, id, &head.context_id);
                     &read
                 }
                 None => {
@@ -1400,13 +1406,16 @@ mod tests {
     /// A row's first messages that are not as written are refused plainly.
     #[test]
     fn first_messages_cut_short_are_refused() {
-        for text in ["5:{}", "x:{}", "2:{}3", "2{}"] {
+        for text in ["5:{}", "x:{}", "1:a2:{}3", "2{}", "1:a", "1:a2:{}1"] {
             assert!(
                 matches!(head_messages(text), Err(Error::Corrupt(_))),
                 "{text}"
             );
         }
-        assert_eq!(head_messages("2:{}3:[1]").unwrap(), ["{}", "[1]"]);
+        assert_eq!(
+            head_messages("1:a2:{}0:3:[1]").unwrap(),
+            [("a", "{}"), ("", "[1]")]
+        );
         assert!(head_messages("").unwrap().is_empty());
     }
 
@@ -1495,8 +1504,15 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
-        // The first message is kept in the task's row; the rest in rows.
+        // The first message is kept in the task's row, without its ids
+        // too; the rest in rows.
         assert_eq!(stored.len(), all.len() - 1);
+        let head: String = conn
+            .query_row("SELECT head FROM tasks WHERE id = 't'", [], |r| r.get(0))
+            .unwrap();
+        let whole = to_json(&first).unwrap();
+        let tail = &whole[whole.find(",\"role\":").unwrap()..];
+        assert_eq!(head, format!("2:m1{}:{tail}", tail.len()));
         for (m, body) in all[1..].iter().zip(&stored) {
             let whole = to_json(m).unwrap();
             if m.message_id == "m6" {
