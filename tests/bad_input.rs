@@ -634,9 +634,6 @@ async fn a_client_trickling_its_body_gets_408_on_every_surface_and_is_disconnect
     assert_eq!(list["totalSize"], 1, "{list}");
 }
 
-/// Found by the `rest_bodies` fuzz target: the 0.3 HTTP+JSON binding took
-/// `fileWithBytes` that is not base64 and stored a part the 1.0 model itself
-/// refuses to read. Now every dialect checks the bytes of a file part alike.
 /// Sends a message to the 0.3 HTTP+JSON send (`rest03`, the body) and to
 /// 0.3 JSON-RPC (`rpc03`, the `message/send` params): both are refused as
 /// invalid params, saying `why`.
@@ -706,6 +703,9 @@ async fn a_blank_message_id_is_refused_in_every_dialect() {
     assert_eq!(list["totalSize"], 0, "nothing was stored: {list}");
 }
 
+/// Found by the `rest_bodies` fuzz target: the 0.3 HTTP+JSON binding took
+/// `fileWithBytes` that is not base64 and stored a part the 1.0 model itself
+/// refuses to read. Now every dialect checks the bytes of a file part alike.
 #[tokio::test]
 async fn file_bytes_that_are_not_base64_are_refused_in_every_dialect() {
     let s = Server::start(Some(CONFIG));

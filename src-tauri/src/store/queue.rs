@@ -127,7 +127,8 @@ pub fn first_request_preview(conn: &Connection, task_id: &str) -> Result<String>
     preview_in(conn, task_id, false)
 }
 
-/// The preview of the first caller's message `sql` reads for `task_id`.
+/// The preview of the first caller's message in `task_id`'s history, read
+/// newest first or oldest first.
 fn preview_in(conn: &Connection, task_id: &str, newest_first: bool) -> Result<String> {
     for body in super::tasks::history_bodies(conn, task_id, newest_first)? {
         let Ok(m) = serde_json::from_str::<Message>(&body) else {
