@@ -381,7 +381,19 @@ pub(crate) fn push_keyset(
 }
 
 fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
-    let conn = Connection::open(path).map_err(|source| Error::Open {
+    // Through the file layer that hands each WAL commit to the kernel in one
+    // write (`countersign_vfs`), where the platform's layer is SQLite's
+    // `unix`; elsewhere through the default one.
+    let opened = if countersign_vfs::register() {
+        Connection::open_with_flags_and_vfs(
+            path,
+            rusqlite::OpenFlags::default(),
+            countersign_vfs::NAME,
+        )
+    } else {
+        Connection::open(path)
+    };
+    let conn = opened.map_err(|source| Error::Open {
         path: path.to_path_buf(),
         source,
     })?;
