@@ -1,6 +1,9 @@
 //! The store's SQLite file layer (`countersign_vfs`) through real SQLite
 //! files: what reaches the kernel, and that every other connection (through
-//! the layer or not) reads only whole commits.
+//! the layer or not) reads only whole commits. That a commit's failed
+//! write fails the commit (the layer writes the frames with the commit
+//! frame, not later) is held by `tests/disk_full.rs`, whose server runs
+//! under a file-size limit.
 
 use std::path::Path;
 use std::sync::Arc;
