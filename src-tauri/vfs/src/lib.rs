@@ -235,27 +235,24 @@ unsafe extern "C" fn open(
     }
 }
 
-/// The `unix` handle's methods.
+/// The methods of a `unix` handle.
 ///
 /// # Safety
-/// `f` is a live [`File`].
-unsafe fn inner_methods(f: *mut File) -> &'static ffi::sqlite3_io_methods {
-    // SAFETY: the `unix` layer's methods are static.
-    unsafe { &*(*(*f).inner).pMethods }
+/// `inner` is the live `unix` handle of a [`File`].
+unsafe fn methods(inner: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods {
+    // SAFETY: per the contract; the `unix` layer's methods are static.
+    unsafe { &*(*inner).pMethods }
 }
 
-/// Writes what `f` gathered.
-///
-/// # Safety
-/// `f` is a live [`File`].
-unsafe fn flush(f: *mut File) -> c_int {
-    // SAFETY: per the contract; `pending` is ours alone.
+/// Writes what `this` gathered.
+fn flush(this: &mut File) -> c_int {
+    if this.pending.is_empty() {
+        return ffi::SQLITE_OK;
+    }
+    // SAFETY: `inner` is this file's live `unix` handle, and `pending`
+    // holds the bytes written to it.
     unsafe {
-        let this = &mut *f;
-        if this.pending.is_empty() {
-            return ffi::SQLITE_OK;
-        }
-        let Some(write) = inner_methods(f).xWrite else {
+        let Some(write) = methods(this.inner).xWrite else {
             return ffi::SQLITE_IOERR_WRITE;
         };
         let mut rc = ffi::SQLITE_OK;
@@ -284,11 +281,12 @@ unsafe fn flush(f: *mut File) -> c_int {
 /// # Safety
 /// `f` is a live [`File`].
 unsafe fn flush_peer(f: *mut File) -> c_int {
-    // SAFETY: a peer is live while paired (cleared on either's close).
+    // SAFETY: a peer is live while paired (cleared on either's close), and
+    // is another object than `f`.
     unsafe {
         let peer = (*f).peer;
         if (*f).kind == Kind::Database && !peer.is_null() {
-            flush(peer)
+            flush(&mut *peer)
         } else {
             ffi::SQLITE_OK
         }
@@ -299,12 +297,12 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     let f = file.cast::<File>();
     // SAFETY: SQLite closes a file it opened through `open`, once.
     unsafe {
-        let flushed = flush(f);
+        let flushed = flush(&mut *f);
         let peer = (*f).peer;
         if !peer.is_null() {
             (*peer).peer = ptr::null_mut();
         }
-        let rc = match inner_methods(f).xClose {
+        let rc = match methods((*f).inner).xClose {
             Some(inner_close) => inner_close((*f).inner),
             None => ffi::SQLITE_OK,
         };
@@ -327,7 +325,7 @@ unsafe extern "C" fn write(
     // SAFETY: SQLite passes a live file and `amount` readable bytes.
     unsafe {
         let this = &mut *f;
-        let Some(inner_write) = inner_methods(f).xWrite else {
+        let Some(inner_write) = methods(this.inner).xWrite else {
             return ffi::SQLITE_IOERR_WRITE;
         };
         let Ok(len) = usize::try_from(amount) else {
@@ -347,7 +345,7 @@ unsafe extern "C" fn write(
         if appends {
             this.pending.extend_from_slice(bytes);
         } else if offset > 0 && offset >= this.written_to {
-            let rc = flush(f);
+            let rc = flush(this);
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
@@ -357,7 +355,7 @@ unsafe extern "C" fn write(
             this.pending_at = offset;
             this.pending.extend_from_slice(bytes);
         } else {
-            let rc = flush(f);
+            let rc = flush(this);
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
@@ -372,7 +370,7 @@ unsafe extern "C" fn write(
         }
         this.written_to = this.written_to.max(end);
         if commit_page || this.pending.len() >= MAX_PENDING {
-            return flush(f);
+            return flush(this);
         }
         ffi::SQLITE_OK
     }
@@ -386,11 +384,11 @@ macro_rules! flushing {
             let f = file.cast::<File>();
             // SAFETY: SQLite passes a live file opened through `open`.
             unsafe {
-                let rc = flush(f);
+                let rc = flush(&mut *f);
                 if rc != ffi::SQLITE_OK {
                     return rc;
                 }
-                match inner_methods(f).$field {
+                match methods((*f).inner).$field {
                     Some(inner) => inner((*f).inner $(, $arg)*),
                     None => $missing,
                 }
@@ -413,7 +411,7 @@ unsafe extern "C" fn unfetch(file: *mut ffi::sqlite3_file, offset: i64, p: *mut 
     let f = file.cast::<File>();
     // SAFETY: SQLite passes a live file opened through `open`.
     unsafe {
-        match inner_methods(f).xUnfetch {
+        match methods((*f).inner).xUnfetch {
             Some(inner) => inner((*f).inner, offset, p),
             None => ffi::SQLITE_OK,
         }
@@ -424,7 +422,7 @@ unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
     let f = file.cast::<File>();
     // SAFETY: SQLite passes a live file opened through `open`.
     unsafe {
-        match inner_methods(f).xSectorSize {
+        match methods((*f).inner).xSectorSize {
             Some(inner) => inner((*f).inner),
             None => 4096,
         }
@@ -435,7 +433,7 @@ unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_i
     let f = file.cast::<File>();
     // SAFETY: SQLite passes a live file opened through `open`.
     unsafe {
-        match inner_methods(f).xDeviceCharacteristics {
+        match methods((*f).inner).xDeviceCharacteristics {
             Some(inner) => inner((*f).inner),
             None => 0,
         }
@@ -455,7 +453,7 @@ macro_rules! shared {
             // SAFETY: SQLite passes a live file opened through `open`.
             unsafe {
                 let flushed = flush_peer(f);
-                let rc = match inner_methods(f).$field {
+                let rc = match methods((*f).inner).$field {
                     Some(inner) => inner((*f).inner $(, $arg)*),
                     None => ffi::SQLITE_IOERR_SHMMAP,
                 };
@@ -479,7 +477,7 @@ unsafe extern "C" fn shm_lock(
     unsafe {
         // Not returned: a lock taken or released must be reported as such.
         let _ = flush_peer(f);
-        match inner_methods(f).xShmLock {
+        match methods((*f).inner).xShmLock {
             Some(inner) => inner((*f).inner, offset, n, flags),
             None => ffi::SQLITE_IOERR_SHMLOCK,
         }
@@ -491,7 +489,7 @@ unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
     // SAFETY: SQLite passes a live file opened through `open`.
     unsafe {
         let _ = flush_peer(f);
-        if let Some(inner) = inner_methods(f).xShmBarrier {
+        if let Some(inner) = methods((*f).inner).xShmBarrier {
             inner((*f).inner);
         }
     }
