@@ -5,6 +5,8 @@
 //! frame, not later) is held by `tests/disk_full.rs`, whose server runs
 //! under a file-size limit.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,10 +171,7 @@ fn other_connections_read_every_commit_whole() {
     for reader in readers {
         assert!(reader.join().unwrap() > 0);
     }
-    let check: String = plain(&path)
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    common::assert_sound(&plain(&path));
 }
 
 #[test]
@@ -214,10 +213,7 @@ fn frames_spilled_by_a_rolled_back_transaction_never_land_on_a_later_commit() {
         .execute("INSERT INTO t VALUES ('last', 'kept')", [])
         .unwrap();
     let reader = plain(&path);
-    let check: String = reader
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    common::assert_sound(&reader);
     let (others, spilled): (i64, i64) = reader
         .query_row(
             "SELECT count(*) FILTER (WHERE k LIKE 'other-%' AND v = printf('%.1000c', 'o')),
@@ -353,7 +349,6 @@ proptest! {
                 .unwrap();
             prop_assert_eq!((count, bytes), (rows_kept, bytes_kept));
         }
-        let check: String = reader.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
-        prop_assert_eq!(check, "ok");
+        common::assert_sound(&reader);
     }
 }
