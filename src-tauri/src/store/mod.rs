@@ -450,6 +450,58 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 
+    /// Writes that ask for the disk, mixed with writes that do not, from
+    /// writers one write after another: `after_commit` runs, and callers
+    /// hear, in commit order (what event subscribers rely on), whichever
+    /// batches waited for a sync.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn commits_are_told_in_order_while_some_wait_for_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        store
+            .write(|c| Ok(c.execute_batch("CREATE TABLE seq (n INTEGER PRIMARY KEY, b BLOB)")?))
+            .await
+            .unwrap();
+        let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // A write for the disk brings 256 KiB, so that its sync takes a
+        // while and small writes queue behind it.
+        let insert = |bytes: i64| {
+            move |c: &Connection| -> Result<i64> {
+                c.execute("INSERT INTO seq (b) VALUES (zeroblob(?1))", [bytes])?;
+                Ok(c.last_insert_rowid())
+            }
+        };
+        // 16 writers, each one write after another, so that batches stay
+        // small and keep coming while a sync is under way.
+        let writers: Vec<_> = (0..16)
+            .map(|w| {
+                let store = store.clone();
+                let told = told.clone();
+                tokio::spawn(async move {
+                    for i in 0..60 {
+                        let told = told.clone();
+                        let tell = move |n: &i64| told.lock().unwrap().push(*n);
+                        if (w + i) % 6 == 0 {
+                            store.write_to_disk_then(insert(256 << 10), tell).await
+                        } else {
+                            store.write_then(insert(0), tell).await
+                        }
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.await.unwrap();
+        }
+        let told = told.lock().unwrap().clone();
+        assert_eq!(told.len(), 960);
+        let mut sorted = told.clone();
+        sorted.sort_unstable();
+        assert_eq!(told, sorted, "after_commit ran out of commit order");
+        assert!(store.synced() >= 1);
+    }
+
     #[tokio::test]
     async fn a_new_store_has_small_pages_and_an_old_one_keeps_its_own() {
         let page_size = |store: &Store| {
