@@ -407,38 +407,25 @@ flushing!(check_reserved_lock, xCheckReservedLock, (out: *mut c_int), ffi::SQLIT
 flushing!(file_control, xFileControl, (op: c_int, arg: *mut c_void), ffi::SQLITE_NOTFOUND);
 flushing!(fetch, xFetch, (offset: i64, amount: c_int, out: *mut *mut c_void), ffi::SQLITE_IOERR_MMAP);
 
-unsafe extern "C" fn unfetch(file: *mut ffi::sqlite3_file, offset: i64, p: *mut c_void) -> c_int {
-    let f = file.cast::<File>();
-    // SAFETY: SQLite passes a live file opened through `open`.
-    unsafe {
-        match methods((*f).inner).xUnfetch {
-            Some(inner) => inner((*f).inner, offset, p),
-            None => ffi::SQLITE_OK,
+/// Defines a method that calls the `unix` layer's as it is.
+macro_rules! forwarding {
+    ($name:ident, $field:ident, ($($arg:ident: $ty:ty),*), $missing:expr) => {
+        unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file $(, $arg: $ty)*) -> c_int {
+            let f = file.cast::<File>();
+            // SAFETY: SQLite passes a live file opened through `open`.
+            unsafe {
+                match methods((*f).inner).$field {
+                    Some(inner) => inner((*f).inner $(, $arg)*),
+                    None => $missing,
+                }
+            }
         }
-    }
+    };
 }
 
-unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    let f = file.cast::<File>();
-    // SAFETY: SQLite passes a live file opened through `open`.
-    unsafe {
-        match methods((*f).inner).xSectorSize {
-            Some(inner) => inner((*f).inner),
-            None => 4096,
-        }
-    }
-}
-
-unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    let f = file.cast::<File>();
-    // SAFETY: SQLite passes a live file opened through `open`.
-    unsafe {
-        match methods((*f).inner).xDeviceCharacteristics {
-            Some(inner) => inner((*f).inner),
-            None => 0,
-        }
-    }
-}
+forwarding!(unfetch, xUnfetch, (offset: i64, p: *mut c_void), ffi::SQLITE_OK);
+forwarding!(sector_size, xSectorSize, (), 4096);
+forwarding!(device_characteristics, xDeviceCharacteristics, (), 0);
 
 /// Defines a shared-memory method: these are the database file's, and the
 /// WAL paired with it is written first (see [`flush_peer`]). A failure to
