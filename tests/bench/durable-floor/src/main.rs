@@ -1,7 +1,8 @@
 //! The floor of a durable A2A server: JSON-RPC `SendMessage` stores a
 //! completed echo task (its row and two messages) and answers once the
 //! transaction holding it has committed; `GetTask` reads it back. One
-//! writer thread groups whatever requests are waiting into one commit.
+//! writer thread groups whatever requests are waiting into one commit,
+//! after giving its core back once so that more of them are.
 //! Usage: durable-floor PORT DB_PATH
 use std::sync::{Arc, Mutex, mpsc};
 
@@ -65,6 +66,9 @@ fn write_batch(conn: &mut Connection, batch: &[Job], now: i64) -> rusqlite::Resu
 
 fn writer(mut conn: Connection, jobs: mpsc::Receiver<Job>) {
     while let Ok(first) = jobs.recv() {
+        // As Countersign's writer does: the core back once, so that the
+        // requests its HTTP worker has read join this commit.
+        std::thread::yield_now();
         let mut batch = vec![first];
         batch.extend(jobs.try_iter());
         let now = std::time::SystemTime::now()
