@@ -12,6 +12,7 @@ pub mod queue;
 mod readers;
 pub mod retention;
 mod schema;
+mod syncer;
 pub mod tasks;
 mod writer;
 
@@ -234,9 +235,10 @@ impl Store {
         self.inner.synced.batches.load(Ordering::Relaxed)
     }
 
-    /// Like [`Store::write`], and runs `after_commit` on the writer thread right
-    /// after the commit, in commit order: the place to publish events so that
-    /// subscribers see them in the order they were stored.
+    /// Like [`Store::write`], and runs `after_commit` right after the commit
+    /// (or after the sync of an earlier commit that asked for the disk), in
+    /// commit order: the place to publish events so that subscribers see
+    /// them in the order they were stored.
     pub async fn write_then<R, F, H>(&self, f: F, after_commit: H) -> Result<R>
     where
         R: Send + 'static,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::syncer::{Committed, Syncer};
 use super::{Error, Result};
 
 /// Largest number of jobs committed in one transaction.
@@ -45,7 +46,7 @@ pub enum Isolation {
 }
 
 /// Tells a job's caller how its batch ended: committed, or not (and why).
-type Completion = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
+pub(super) type Completion = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
 /// What the writer does around each batch besides running its jobs.
 pub struct Hooks {
     /// Counts the commits.
@@ -69,7 +70,8 @@ pub struct Hooks {
     pub readers: super::readers::Readers,
     /// The WAL file, when commits do not sync it themselves
     /// (`synchronous = NORMAL`): a batch with a job that asked for the
-    /// disk ([`Writer::submit`]'s `to_disk`) syncs it after its commit.
+    /// disk ([`Writer::submit`]'s `to_disk`) is answered once the
+    /// [`Syncer`] has synced it after its commit.
     pub wal: Option<std::path::PathBuf>,
     /// What is known to be on the disk.
     pub synced: Arc<Synced>,
@@ -82,7 +84,7 @@ pub struct Synced {
     pub batches: AtomicU64,
     /// The number of the newest commit known to be on the disk, with every
     /// one before it: synced for such a job, or by SQLite at the commit
-    /// (`synchronous = FULL`). Stored before the commit is counted.
+    /// (`synchronous = FULL`; then stored before the commit is counted).
     pub through: AtomicU64,
 }
 /// A job runs against the open transaction, or gets `None` when no
@@ -115,14 +117,27 @@ impl Writer {
         let spawned = thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
+                let syncer = hooks.wal.clone().and_then(|wal| {
+                    Syncer::start(super::syncer::Told {
+                        wal,
+                        sync: super::checkpoint::sync_wal,
+                        synced: hooks.synced.clone(),
+                        outbox_queued: hooks.outbox_queued.clone(),
+                    })
+                });
                 let batch = Batch {
                     conn: &conn,
                     hooks: &hooks,
+                    syncer: syncer.as_ref(),
                     spoiled_at: std::cell::Cell::new(None),
                     queued_seen: std::cell::Cell::new(super::peers::queued_count()),
                     failing: std::cell::Cell::new(false),
                 };
                 let shutdown = run(&batch, &rx);
+                // Every batch is answered before the shutdown request is.
+                if let Some(syncer) = syncer {
+                    syncer.finish();
+                }
                 hooks.readers.end_snapshots();
                 close(conn, shutdown);
             });
@@ -132,10 +147,10 @@ impl Writer {
         Writer { tx }
     }
 
-    /// Queues `f`; after its transaction commits, `after_commit` runs on the
-    /// writer thread (in commit order) and then the caller is woken. With
-    /// `to_disk`, the transaction is also on the disk by then (a power loss
-    /// keeps it), whatever `[store] durability` says.
+    /// Queues `f`; after its transaction commits, `after_commit` runs (in
+    /// commit order, on the writer thread or the [`Syncer`]'s) and then the
+    /// caller is woken. With `to_disk`, the transaction is also on the disk
+    /// by then (a power loss keeps it), whatever `[store] durability` says.
     pub async fn submit<R, F, H>(
         &self,
         isolation: Isolation,
@@ -231,6 +246,9 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 struct Batch<'a> {
     conn: &'a Connection,
     hooks: &'a Hooks,
+    /// Syncs and answers the batches that asked for the disk; `None` when
+    /// commits sync themselves (no `wal`), or its thread could not start.
+    syncer: Option<&'a Syncer>,
     /// When a batch was last lost to a job without a savepoint.
     spoiled_at: std::cell::Cell<Option<Instant>>,
     /// The outbox count at the last commit.
@@ -311,7 +329,7 @@ fn idle(batch: &Batch<'_>) {
     match done {
         Ok(false) => {}
         Ok(true) => {
-            count_commit(batch.hooks, false);
+            count_commit(batch.hooks);
             batch.hooks.after_commit.committed();
         }
         Err(e) => {
@@ -420,35 +438,43 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         batch.hooks.readers.end_snapshots();
         run_cached(conn, "COMMIT").map(|()| owed)
     });
-    let failure;
-    let mut owed = false;
-    let committed = match finished {
-        Ok(left) => {
-            owed = left;
-            let synced = to_disk && sync_wal(batch.hooks);
-            // Counted before any caller hears of the commit.
-            count_commit(batch.hooks, synced);
-            batch.hooks.after_commit.committed();
-            // The count is global (tests open several stores); each writer
-            // compares with its own last look, so none misses its items,
-            // and another store's items cost at most one look.
-            let queued = super::peers::queued_count();
-            if queued != batch.queued_seen.replace(queued) {
-                batch.hooks.outbox_queued.notify_one();
-            }
-            batch.health(None);
-            Ok(())
-        }
+    let owed = match finished {
+        Ok(owed) => owed,
         Err(e) => {
             tracing::error!("commit failed: {e}");
             let _ = conn.execute_batch("ROLLBACK");
-            failure = format!("the commit failed ({e})");
+            let failure = format!("the commit failed ({e})");
             batch.health(Some(&failure));
-            Err(failure.as_str())
+            for c in completions {
+                c(Err(&failure));
+            }
+            return false;
         }
     };
-    for c in completions {
-        c(committed);
+    batch.health(None);
+    // The count is global (tests open several stores); each writer
+    // compares with its own last look, so none misses its items, and
+    // another store's items cost at most one look.
+    let queued = super::peers::queued_count();
+    let committed = Committed {
+        // Counted before any caller hears of the commit.
+        number: count_commit(batch.hooks),
+        to_disk,
+        queued: queued != batch.queued_seen.replace(queued),
+        completions,
+    };
+    batch.hooks.after_commit.committed();
+    let mine = match batch.syncer {
+        Some(syncer) => syncer.hand_over(committed),
+        None => {
+            if to_disk && sync_wal(batch.hooks) {
+                note_synced(batch.hooks, committed.number);
+            }
+            Some(committed)
+        }
+    };
+    if let Some(committed) = mine {
+        super::syncer::answer(committed, &batch.hooks.outbox_queued);
     }
     owed
 }
@@ -456,16 +482,14 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
 /// Puts what the WAL holds on the disk, for a batch with a job that asked
 /// for it, when commits leave that to the checkpoint (`synchronous =
 /// NORMAL`; with `FULL` the commit itself did it): what SQLite's `FULL`
-/// does at a commit. A failure is logged, not returned: the batch is
+/// does at a commit. Only when the [`Syncer`] could not start; it does
+/// this beside the writer. A failure is logged, not returned: the batch is
 /// committed and readable, and the next checkpoint syncs the WAL again.
 /// Whether the WAL was synced.
 fn sync_wal(hooks: &Hooks) -> bool {
     let Some(path) = &hooks.wal else { return false };
     match super::checkpoint::sync_wal(path) {
-        Ok(()) => {
-            hooks.synced.batches.fetch_add(1, Ordering::Relaxed);
-            true
-        }
+        Ok(()) => true,
         Err(e) => {
             tracing::error!(
                 "cannot sync {} after a commit that asked for the disk: {e}",
@@ -476,15 +500,22 @@ fn sync_wal(hooks: &Hooks) -> bool {
     }
 }
 
-/// Counts a commit, and notes it as on the disk when it is: `synced` by
-/// [`sync_wal`], or by SQLite when commits sync themselves (no `wal`).
-fn count_commit(hooks: &Hooks, synced: bool) {
+/// Notes commits through `number` as on the disk, synced for a job.
+fn note_synced(hooks: &Hooks, number: u64) {
+    hooks.synced.batches.fetch_add(1, Ordering::Relaxed);
+    hooks.synced.through.fetch_max(number, Ordering::Release);
+}
+
+/// Counts a commit, and notes it as on the disk when SQLite synced it
+/// (commits sync themselves: no `wal`). Returns its number.
+fn count_commit(hooks: &Hooks) -> u64 {
     // Only this thread counts, so this is the commit's number.
     let n = hooks.commits.load(Ordering::Relaxed) + 1;
-    if synced || hooks.wal.is_none() {
+    if hooks.wal.is_none() {
         hooks.synced.through.store(n, Ordering::Release);
     }
     hooks.commits.fetch_add(1, Ordering::Release);
+    n
 }
 
 #[cfg(test)]

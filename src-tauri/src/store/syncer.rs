@@ -1,0 +1,302 @@
+//! Syncs the WAL for the batches that asked for the disk, on a thread of its
+//! own, so that the writer commits the next batch while the disk works.
+//!
+//! With `durability = "normal"` a commit leaves the WAL's sync to the
+//! checkpoint; a batch with a job that asked for the disk (a push, a
+//! decision) is synced before its callers are answered. The writer used to
+//! do that sync itself: each such batch held it for the disk's whole flush,
+//! with the server's core idle, while the next requests waited to commit.
+//! Here the writer hands committed batches over in commit order; this
+//! thread syncs once for every batch handed over before the sync began,
+//! then answers them, still in commit order. A batch that needs no sync
+//! goes through here only while an earlier one waits, so that answers and
+//! what they publish keep the order of the commits.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread;
+
+use super::writer::{Completion, Synced};
+
+/// A committed batch, waiting to be answered.
+pub(super) struct Committed {
+    /// The commit's number ([`super::writer::Hooks::commits`]).
+    pub number: u64,
+    /// Its callers are answered only once it is on the disk.
+    pub to_disk: bool,
+    /// It queued outbox items: the outbox is told once it is answered, so
+    /// that nothing is delivered before it is on the disk.
+    pub queued: bool,
+    pub completions: Vec<Completion>,
+}
+
+/// What the syncer is told when its batches are done.
+pub(super) struct Told {
+    pub wal: PathBuf,
+    /// Puts the file at the path on the disk: [`super::checkpoint::sync_wal`].
+    pub sync: fn(&std::path::Path) -> std::io::Result<()>,
+    pub synced: Arc<Synced>,
+    pub outbox_queued: Arc<tokio::sync::Notify>,
+}
+
+pub(super) struct Syncer {
+    shared: Arc<Shared>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    waiting: VecDeque<Committed>,
+    /// Batches taken from `waiting` and not yet answered.
+    busy: bool,
+    closed: bool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No code holding the lock can panic; a poisoned lock is still sound.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Syncer {
+    /// Starts the thread; `None` when it cannot be started (the writer
+    /// then syncs its batches itself).
+    pub fn start(told: Told) -> Option<Syncer> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+        });
+        let ours = shared.clone();
+        let spawned = thread::Builder::new()
+            .name("store-syncer".into())
+            .spawn(move || run(&ours, &told));
+        match spawned {
+            Ok(thread) => Some(Syncer {
+                shared,
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                tracing::error!("cannot start the WAL sync thread, the writer syncs: {e}");
+                None
+            }
+        }
+    }
+
+    /// Takes a committed batch to answer after a sync, or after the batches
+    /// before it; gives it back when it needs no sync and none waits, for
+    /// the writer to answer at once.
+    pub fn hand_over(&self, batch: Committed) -> Option<Committed> {
+        let mut state = self.shared.state();
+        if !batch.to_disk && !state.busy && state.waiting.is_empty() {
+            return Some(batch);
+        }
+        state.waiting.push_back(batch);
+        drop(state);
+        self.shared.wake.notify_one();
+        None
+    }
+
+    /// Answers every batch handed over, then stops the thread.
+    pub fn finish(mut self) {
+        self.shared.state().closed = true;
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the WAL sync thread panicked");
+        }
+    }
+}
+
+fn run(shared: &Shared, told: &Told) {
+    loop {
+        let mut state = shared.state();
+        state.busy = false;
+        while state.waiting.is_empty() {
+            if state.closed {
+                return;
+            }
+            state = shared
+                .wake
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        // Every batch here committed before the sync below begins, so that
+        // one sync puts them all on the disk.
+        let mut batches = std::mem::take(&mut state.waiting);
+        state.busy = true;
+        drop(state);
+        // Those before the first that asks for the disk need not wait.
+        let first_to_disk = batches.iter().position(|b| b.to_disk);
+        for batch in batches.drain(..first_to_disk.unwrap_or(batches.len())) {
+            answer(batch, &told.outbox_queued);
+        }
+        if let Some(newest) = batches.iter().map(|b| b.number).max() {
+            sync(told, newest);
+        }
+        for batch in batches {
+            answer(batch, &told.outbox_queued);
+        }
+    }
+}
+
+/// Syncs the WAL, and notes commits through `newest` as on the disk. A
+/// failure is logged, not returned: the batches are committed and readable,
+/// and the next checkpoint syncs the WAL again.
+fn sync(told: &Told, newest: u64) {
+    match (told.sync)(&told.wal) {
+        Ok(()) => {
+            told.synced.batches.fetch_add(1, Ordering::Relaxed);
+            told.synced.through.fetch_max(newest, Ordering::Release);
+        }
+        Err(e) => tracing::error!(
+            "cannot sync {} after a commit that asked for the disk: {e}",
+            told.wal.display()
+        ),
+    }
+}
+
+/// Tells a committed batch's callers, and the outbox when it queued items.
+pub(super) fn answer(batch: Committed, outbox_queued: &tokio::sync::Notify) {
+    if batch.queued {
+        outbox_queued.notify_one();
+    }
+    for complete in batch.completions {
+        // What a caller runs after its commit must not stop the answers to
+        // the others (on this thread, it would stop every later one).
+        let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| complete(Ok(()))));
+        if let Err(panic) = told {
+            let said = crate::unwind::said(&*panic);
+            tracing::error!("a write's after-commit step panicked: {said}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Syncs held until the test lets each one go: the test's only syncer
+    /// uses it.
+    static GATE: Mutex<Option<mpsc::Receiver<()>>> = Mutex::new(None);
+    static BEGUN: Mutex<Option<mpsc::Sender<()>>> = Mutex::new(None);
+
+    fn held_sync(_: &std::path::Path) -> std::io::Result<()> {
+        if let Some(begun) = &*BEGUN.lock().unwrap() {
+            begun.send(()).unwrap();
+        }
+        let gate = GATE.lock().unwrap();
+        gate.as_ref().unwrap().recv().unwrap();
+        Ok(())
+    }
+
+    fn batch(number: u64, to_disk: bool, log: &mpsc::Sender<u64>) -> Committed {
+        let log = log.clone();
+        Committed {
+            number,
+            to_disk,
+            queued: false,
+            completions: vec![Box::new(move |r| {
+                assert!(r.is_ok());
+                log.send(number).unwrap();
+            })],
+        }
+    }
+
+    #[test]
+    fn batches_are_answered_after_their_sync_and_in_commit_order() {
+        let (release, gate) = mpsc::channel();
+        let (begun_tx, begun) = mpsc::channel();
+        *GATE.lock().unwrap() = Some(gate);
+        *BEGUN.lock().unwrap() = Some(begun_tx);
+        let synced = Arc::new(Synced::default());
+        let syncer = Syncer::start(Told {
+            wal: PathBuf::from("unused"),
+            sync: held_sync,
+            synced: synced.clone(),
+            outbox_queued: Arc::new(tokio::sync::Notify::new()),
+        })
+        .unwrap();
+        let (log, answered) = mpsc::channel();
+        let wait = Duration::from_millis(200);
+
+        // Nothing waits and no sync is asked for: the writer answers it.
+        assert!(syncer.hand_over(batch(1, false, &log)).is_some());
+
+        // Batch 2 asks for the disk; its sync begins and is held.
+        assert!(syncer.hand_over(batch(2, true, &log)).is_none());
+        begun.recv_timeout(Duration::from_secs(5)).unwrap();
+        // Batch 3 needs no sync, but waits behind 2; batch 4 asks for the
+        // disk too, and needs a sync of its own (its commit came after the
+        // sync under way began).
+        assert!(syncer.hand_over(batch(3, false, &log)).is_none());
+        assert!(syncer.hand_over(batch(4, true, &log)).is_none());
+        assert!(
+            answered.recv_timeout(wait).is_err(),
+            "answered before its sync"
+        );
+        assert_eq!(synced.through.load(Ordering::Acquire), 0);
+
+        release.send(()).unwrap();
+        assert_eq!(answered.recv_timeout(Duration::from_secs(5)), Ok(2));
+        begun.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            answered.recv_timeout(wait),
+            Ok(3),
+            "a batch behind a sync is answered once the batches before it are"
+        );
+        assert_eq!(synced.through.load(Ordering::Acquire), 2);
+        assert!(answered.recv_timeout(wait).is_err(), "4 waits for its sync");
+
+        release.send(()).unwrap();
+        assert_eq!(answered.recv_timeout(Duration::from_secs(5)), Ok(4));
+        assert_eq!(synced.through.load(Ordering::Acquire), 4);
+        assert_eq!(synced.batches.load(Ordering::Relaxed), 2);
+
+        // One sync for every batch waiting when it begins.
+        assert!(syncer.hand_over(batch(5, true, &log)).is_none());
+        begun.recv_timeout(Duration::from_secs(5)).unwrap();
+        for n in 6..9 {
+            assert!(syncer.hand_over(batch(n, true, &log)).is_none());
+        }
+        release.send(()).unwrap();
+        assert_eq!(answered.recv_timeout(Duration::from_secs(5)), Ok(5));
+        begun.recv_timeout(Duration::from_secs(5)).unwrap();
+        release.send(()).unwrap();
+        let rest: Vec<u64> = (6..9)
+            .map(|_| answered.recv_timeout(Duration::from_secs(5)).unwrap())
+            .collect();
+        assert_eq!(rest, [6, 7, 8]);
+        assert_eq!(synced.batches.load(Ordering::Relaxed), 4);
+        assert_eq!(synced.through.load(Ordering::Acquire), 8);
+
+        // Finishing answers what still waits.
+        assert!(syncer.hand_over(batch(9, false, &log)).is_some());
+        assert!(syncer.hand_over(batch(10, true, &log)).is_none());
+        begun.recv_timeout(Duration::from_secs(5)).unwrap();
+        release.send(()).unwrap();
+        syncer.finish();
+        assert_eq!(answered.try_recv(), Ok(10));
+    }
+
+    #[test]
+    fn a_panicking_completion_does_not_stop_the_others() {
+        let notify = tokio::sync::Notify::new();
+        let (log, answered) = mpsc::channel();
+        let mut b = batch(1, false, &log);
+        b.completions.insert(0, Box::new(|_| panic!("a bug")));
+        answer(b, &notify);
+        assert_eq!(answered.try_recv(), Ok(1));
+    }
+}
