@@ -1759,8 +1759,9 @@ async fn a_send_to_a_peer_reaches_the_disk_in_one_sync() {
 
 /// A push acknowledged is kept through a power cut right after its answer
 /// (the checkpoint's syncs stalled, so nothing else puts our commits on the
-/// disk): its sender pushes no more, and no sweep would find a task first
-/// seen through it. Answered 200, its mirror was synced; answered 202
+/// disk, and every other sync slow, so an answer that went before its sync
+/// returned meets the cut): its sender pushes no more, and no sweep would
+/// find a task first seen through it. Answered 200, its mirror was synced; answered 202
 /// (`reread_wait_ms = 0`), its queued re-read was, and runs after the
 /// restart.
 #[tokio::test]
@@ -1774,6 +1775,7 @@ async fn a_push_acknowledged_is_kept_through_a_power_cut() {
         let store = powercut::Store::in_dir(dir.path());
         let mut cmd = store.command();
         cmd.env("POWERCUT_STALL", "store-checkpoint");
+        cmd.env("POWERCUT_SLOW_MS", "50");
         let config = config_sweeping_every(&peer, 0).replacen(
             "[webhooks]\n",
             &format!("[webhooks]\n{wait}"),

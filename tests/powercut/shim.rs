@@ -19,6 +19,10 @@
 //!   watched files never finish, as a sync on a slow disk may still be
 //!   going when the power goes. A test can then tell what a commit's own
 //!   sync kept from what a background one happened to keep.
+//! - `POWERCUT_SLOW_MS` (optional): every other sync of the watched files
+//!   first waits this long, as a slow disk's flush does. What is answered
+//!   before its sync returned then meets a kill right after its answer
+//!   with that sync unfinished, rather than a few microseconds after it.
 //!
 //! A record is a kind byte (`W` a write, `T` a truncation, `S` a sync), the
 //! file's index (a byte), then for `W` and `T` four little-endian u64s and
@@ -57,6 +61,9 @@ struct Watch {
     /// The name of a thread whose syncs of watched files never finish
     /// (`POWERCUT_STALL`), as the kernel keeps it (at most 15 bytes).
     stalled: Option<Vec<u8>>,
+    /// How long each other sync of a watched file takes at least
+    /// (`POWERCUT_SLOW_MS`).
+    slow: std::time::Duration,
 }
 
 struct Shim {
@@ -115,11 +122,16 @@ unsafe fn watch() -> Option<Watch> {
         let t = std::os::unix::ffi::OsStrExt::as_bytes(t.as_os_str());
         t[..t.len().min(15)].to_vec()
     });
+    let slow = std::env::var("POWERCUT_SLOW_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(std::time::Duration::ZERO, std::time::Duration::from_millis);
     Some(Watch {
         files,
         log: fd,
         lock: Mutex::new(()),
         stalled,
+        slow,
     })
 }
 
@@ -283,6 +295,10 @@ unsafe fn synced(fd: c_int, op: impl FnOnce() -> c_int) -> c_int {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
+    }
+    // Before the lock: writes go on meanwhile, as they do beside a flush.
+    if !w.slow.is_zero() {
+        std::thread::sleep(w.slow);
     }
     let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
     let r = op();
