@@ -32,7 +32,8 @@ pub(super) struct Committed {
     pub completions: Vec<Completion>,
 }
 
-/// What the syncer is told when its batches are done.
+/// What the syncer works with: the WAL, how to sync it, and what it tells
+/// once a sync is done.
 pub(super) struct Told {
     pub wal: PathBuf,
     /// Puts the file at the path on the disk: [`super::checkpoint::sync_wal`].
