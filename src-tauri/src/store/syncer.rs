@@ -44,10 +44,13 @@ pub(super) struct Told {
 
 pub(super) struct Syncer {
     shared: Arc<Shared>,
+    /// `None` when the thread could not start: batches are then synced
+    /// and given back at once, for the writer to answer.
     thread: Option<thread::JoinHandle<()>>,
 }
 
 struct Shared {
+    told: Told,
     state: Mutex<State>,
     wake: Condvar,
 }
@@ -68,33 +71,37 @@ impl Shared {
 }
 
 impl Syncer {
-    /// Starts the thread; `None` when it cannot be started (the writer
-    /// then syncs its batches itself).
-    pub fn start(told: Told) -> Option<Syncer> {
+    /// Starts the thread; when it cannot be started, the writer's own
+    /// thread syncs in [`Syncer::hand_over`].
+    pub fn start(told: Told) -> Syncer {
         let shared = Arc::new(Shared {
+            told,
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
         });
         let ours = shared.clone();
         let spawned = thread::Builder::new()
             .name("store-syncer".into())
-            .spawn(move || run(&ours, &told));
-        match spawned {
-            Ok(thread) => Some(Syncer {
-                shared,
-                thread: Some(thread),
-            }),
-            Err(e) => {
+            .spawn(move || run(&ours));
+        let thread = spawned
+            .inspect_err(|e| {
                 tracing::error!("cannot start the WAL sync thread, the writer syncs: {e}");
-                None
-            }
-        }
+            })
+            .ok();
+        Syncer { shared, thread }
     }
 
     /// Takes a committed batch to answer after a sync, or after the batches
     /// before it; gives it back when it needs no sync and none waits, for
-    /// the writer to answer at once.
+    /// the writer to answer at once (synced first, if it asked for that,
+    /// when there is no thread).
     pub fn hand_over(&self, batch: Committed) -> Option<Committed> {
+        if self.thread.is_none() {
+            if batch.to_disk {
+                sync(&self.shared.told, batch.number);
+            }
+            return Some(batch);
+        }
         let mut state = self.shared.state();
         if !batch.to_disk && !state.busy && state.waiting.is_empty() {
             return Some(batch);
@@ -117,7 +124,8 @@ impl Syncer {
     }
 }
 
-fn run(shared: &Shared, told: &Told) {
+fn run(shared: &Shared) {
+    let told = &shared.told;
     loop {
         let mut state = shared.state();
         state.busy = false;
@@ -227,8 +235,7 @@ mod tests {
             sync: held_sync,
             synced: synced.clone(),
             outbox_queued: Arc::new(tokio::sync::Notify::new()),
-        })
-        .unwrap();
+        });
         let (log, answered) = mpsc::channel();
         let wait = Duration::from_millis(200);
 
@@ -289,6 +296,38 @@ mod tests {
         release.send(()).unwrap();
         syncer.finish();
         assert_eq!(answered.try_recv(), Ok(10));
+    }
+
+    #[test]
+    fn without_its_thread_a_batch_is_synced_and_given_back() {
+        fn synced_at_once(_: &std::path::Path) -> std::io::Result<()> {
+            Ok(())
+        }
+        let synced = Arc::new(Synced::default());
+        let syncer = Syncer {
+            shared: Arc::new(Shared {
+                told: Told {
+                    wal: PathBuf::from("unused"),
+                    sync: synced_at_once,
+                    synced: synced.clone(),
+                    outbox_queued: Arc::new(tokio::sync::Notify::new()),
+                },
+                state: Mutex::new(State::default()),
+                wake: Condvar::new(),
+            }),
+            thread: None,
+        };
+        let (log, _answered) = mpsc::channel();
+        assert!(syncer.hand_over(batch(1, false, &log)).is_some());
+        assert_eq!(
+            synced.batches.load(Ordering::Relaxed),
+            0,
+            "no sync asked for"
+        );
+        assert!(syncer.hand_over(batch(2, true, &log)).is_some());
+        assert_eq!(synced.batches.load(Ordering::Relaxed), 1);
+        assert_eq!(synced.through.load(Ordering::Acquire), 2);
+        syncer.finish();
     }
 
     #[test]

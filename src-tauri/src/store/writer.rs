@@ -117,7 +117,7 @@ impl Writer {
         let spawned = thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
-                let syncer = hooks.wal.clone().and_then(|wal| {
+                let syncer = hooks.wal.clone().map(|wal| {
                     Syncer::start(super::syncer::Told {
                         wal,
                         sync: super::checkpoint::sync_wal,
@@ -247,7 +247,7 @@ struct Batch<'a> {
     conn: &'a Connection,
     hooks: &'a Hooks,
     /// Syncs and answers the batches that asked for the disk; `None` when
-    /// commits sync themselves (no `wal`), or its thread could not start.
+    /// commits sync themselves (no `wal`).
     syncer: Option<&'a Syncer>,
     /// When a batch was last lost to a job without a savepoint.
     spoiled_at: std::cell::Cell<Option<Instant>>,
@@ -466,44 +466,12 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
     batch.hooks.after_commit.committed();
     let mine = match batch.syncer {
         Some(syncer) => syncer.hand_over(committed),
-        None => {
-            if to_disk && sync_wal(batch.hooks) {
-                note_synced(batch.hooks, committed.number);
-            }
-            Some(committed)
-        }
+        None => Some(committed),
     };
     if let Some(committed) = mine {
         super::syncer::answer(committed, &batch.hooks.outbox_queued);
     }
     owed
-}
-
-/// Puts what the WAL holds on the disk, for a batch with a job that asked
-/// for it, when commits leave that to the checkpoint (`synchronous =
-/// NORMAL`; with `FULL` the commit itself did it): what SQLite's `FULL`
-/// does at a commit. Only when the [`Syncer`] could not start; it does
-/// this beside the writer. A failure is logged, not returned: the batch is
-/// committed and readable, and the next checkpoint syncs the WAL again.
-/// Whether the WAL was synced.
-fn sync_wal(hooks: &Hooks) -> bool {
-    let Some(path) = &hooks.wal else { return false };
-    match super::checkpoint::sync_wal(path) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::error!(
-                "cannot sync {} after a commit that asked for the disk: {e}",
-                path.display()
-            );
-            false
-        }
-    }
-}
-
-/// Notes commits through `number` as on the disk, synced for a job.
-fn note_synced(hooks: &Hooks, number: u64) {
-    hooks.synced.batches.fetch_add(1, Ordering::Relaxed);
-    hooks.synced.through.fetch_max(number, Ordering::Release);
 }
 
 /// Counts a commit, and notes it as on the disk when SQLite synced it
