@@ -1761,9 +1761,9 @@ async fn a_send_to_a_peer_reaches_the_disk_in_one_sync() {
 /// (the checkpoint's syncs stalled, so nothing else puts our commits on the
 /// disk, and every other sync slow, so an answer that went before its sync
 /// returned meets the cut): its sender pushes no more, and no sweep would
-/// find a task first seen through it. Answered 200, its mirror was synced; answered 202
-/// (`reread_wait_ms = 0`), its queued re-read was, and runs after the
-/// restart.
+/// find a task first seen through it. Answered 200, its mirror was synced;
+/// answered 202 (`reread_wait_ms = 0`), its queued re-read was, and runs
+/// after the restart.
 #[tokio::test]
 async fn a_push_acknowledged_is_kept_through_a_power_cut() {
     let peer = Server::start(Some(PEER));
