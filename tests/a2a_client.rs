@@ -405,6 +405,78 @@ async fn v0_3_http_json_conversation() {
     converse(&s, Binding::HttpJson, Dialect::V03).await;
 }
 
+/// The task that holds a message is found by listing a 1.0 peer's tasks
+/// (ListTasks), page by page, over both bindings: what a send cut short
+/// by a stop asks before it goes again. Not found is `None`; more pages
+/// than allowed, or a 0.3 endpoint, is an error.
+#[tokio::test]
+async fn the_task_holding_a_message_is_found_in_a_1_0_peers_task_list() {
+    let s = Server::start(Some(TCK_CONFIG));
+    let c = client();
+    let auth = no_auth();
+    let card = c.discover(&s.url("/a2a/tck"), &auth).await.unwrap();
+    let rpc = card
+        .endpoint(Binding::JsonRpc, Dialect::V1)
+        .unwrap()
+        .clone();
+    let since = countersign::a2a::types::format_timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 1_000,
+    );
+    // 105 tasks: ListTasks answers newest first, so the first is on page 2.
+    let mut sent = Vec::new();
+    for _ in 0..105 {
+        let r = request("tck-input-required", None);
+        let id = r.message.message_id.clone();
+        let t = task_of(c.send_message(&rpc, &auth, r).await.unwrap());
+        sent.push((id, t.id));
+    }
+    let (first_message, first_task) = &sent[0];
+    let (last_message, last_task) = &sent[104];
+    for binding in [Binding::JsonRpc, Binding::HttpJson] {
+        let ep = card.endpoint(binding, Dialect::V1).unwrap().clone();
+        let found = c
+            .task_holding(&ep, &auth, first_message, &since, 2)
+            .await
+            .unwrap()
+            .expect("the first task");
+        assert_eq!(&found.id, first_task, "{binding:?}");
+        let found = c
+            .task_holding(&ep, &auth, last_message, &since, 1)
+            .await
+            .unwrap()
+            .expect("the last task");
+        assert_eq!(&found.id, last_task, "{binding:?}");
+        let none = c
+            .task_holding(&ep, &auth, "nobody-sent-this", &since, 2)
+            .await
+            .unwrap();
+        assert!(none.is_none(), "{binding:?}: {none:?}");
+        let too_many = c.task_holding(&ep, &auth, first_message, &since, 1).await;
+        assert!(
+            matches!(too_many, Err(ClientError::Unsupported(_))),
+            "{binding:?}: {too_many:?}"
+        );
+        let later = countersign::a2a::types::format_timestamp(4_102_444_800_000);
+        let none = c
+            .task_holding(&ep, &auth, first_message, &later, 1)
+            .await
+            .unwrap();
+        assert!(none.is_none(), "{binding:?}: changed since 2100: {none:?}");
+    }
+    for binding in [Binding::JsonRpc, Binding::HttpJson] {
+        let ep = card.endpoint(binding, Dialect::V03).unwrap().clone();
+        let old = c.task_holding(&ep, &auth, first_message, &since, 2).await;
+        assert!(
+            matches!(old, Err(ClientError::Unsupported(_))),
+            "{binding:?}: {old:?}"
+        );
+    }
+}
+
 /// A server that answers every call with what it was sent (the params of a
 /// JSON-RPC call, the body of anything else), so encoding and decoding can
 /// be checked against each other.

@@ -681,6 +681,11 @@ struct ProxyState {
     sent: Arc<Mutex<Vec<(Value, Value)>>>,
     /// GetTask answers the proxy passed on.
     answered: Arc<AtomicUsize>,
+    /// ListTasks calls get JSON-RPC's "method not found", as from a peer
+    /// that does not have the method.
+    no_list: Arc<AtomicBool>,
+    /// ListTasks calls that reached the proxy.
+    listed: Arc<AtomicUsize>,
     http: reqwest::Client,
 }
 
@@ -707,6 +712,8 @@ impl Proxy {
             read: Arc::default(),
             sent: Arc::default(),
             answered: Arc::default(),
+            no_list: Arc::default(),
+            listed: Arc::default(),
             http: reqwest::Client::new(),
         };
         let app = axum::Router::new()
@@ -739,6 +746,14 @@ impl Proxy {
 
     fn hide_pushes(&self) {
         self.state.no_pushes.store(true, Ordering::SeqCst);
+    }
+
+    fn refuse_lists(&self) {
+        self.state.no_list.store(true, Ordering::SeqCst);
+    }
+
+    fn listed(&self) -> usize {
+        self.state.listed.load(Ordering::SeqCst)
     }
 
     fn go_down(&self, down: bool) {
@@ -812,6 +827,15 @@ async fn forward(
         || (parts.method == reqwest::Method::GET && parts.uri.path().contains("/tasks/"));
     if s.down.load(Ordering::SeqCst) || (is_read && s.fail.load(Ordering::SeqCst)) {
         return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
+    }
+    if text.contains("\"ListTasks\"") {
+        s.listed.fetch_add(1, Ordering::SeqCst);
+        if s.no_list.load(Ordering::SeqCst) {
+            let rpc: Value = serde_json::from_slice(&body).unwrap();
+            let refused = json!({"jsonrpc": "2.0", "id": rpc["id"],
+                "error": {"code": -32601, "message": "Method not found"}});
+            return axum::Json(refused).into_response();
+        }
     }
     let body = if is_send && s.new_task_per_reply.load(Ordering::SeqCst) {
         let mut rpc: Value = serde_json::from_slice(&body).unwrap();
@@ -1244,22 +1268,30 @@ fn tasks_started(proxy: &Proxy) -> Vec<(String, String)> {
 }
 
 /// Starts us again on `dir` and waits for "deploy the docs", sent as
-/// `message_id` before the stop, to be parked here: the peer was sent it a
-/// second time, as the same message. The server, its API, the queue, and
-/// the tasks the peer started (message id, context id).
+/// `message_id` before the stop, to be parked here. A peer that `lists`
+/// its tasks was asked for the task that holds the message and not sent
+/// it again; one that cannot was sent it a second time, as the same
+/// message. The server, its API, the queue, and the tasks the peer
+/// started (message id, context id).
 async fn started_again(
     dir: &std::path::Path,
     config: &str,
     proxy: &Proxy,
     message_id: &str,
+    lists: bool,
 ) -> (Server, Api, Value, Vec<(String, String)>) {
     let local = Server::start_in(dir, Some(config), &[]);
     let api = Api::new(&local);
     let q = wait_for_queue(&api, 1).await;
     assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
     let started = tasks_started(proxy);
-    assert_eq!(started.len(), 2, "{started:?}");
-    assert_eq!(started[1].0, message_id, "sent again as the same message");
+    assert!(proxy.listed() >= 1, "the peer was not asked");
+    if lists {
+        assert_eq!(started.len(), 1, "sent again: {started:?}");
+    } else {
+        assert_eq!(started.len(), 2, "{started:?}");
+        assert_eq!(started[1].0, message_id, "sent again as the same message");
+    }
     (local, api, q, started)
 }
 
@@ -1267,13 +1299,18 @@ async fn started_again(
 /// its power cut (the checkpoint's syncs stalled, so nothing else puts our
 /// commits on the disk), after the peer took the task but before its
 /// answer arrived: nothing on the peer's side would ever bring the task
-/// here. The send was kept on the disk, so after the restart it goes out
-/// again, with the same message id, and the task the peer answers with is
-/// mirrored and parked.
+/// here. The send was kept on the disk, so after the restart the peer is
+/// asked (ListTasks) for a task that holds the message, and that task is
+/// mirrored and parked: the peer does not get the message twice. A peer
+/// that cannot list its tasks is sent the message again, with the same
+/// id, and the task it answers with is mirrored and parked.
 #[tokio::test]
-async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_send() {
-    for power_cut in [false, true] {
+async fn a_task_sent_to_a_peer_without_pushes_is_found_or_sent_again_after_a_crash_mid_send() {
+    for (power_cut, lists) in [(false, true), (true, true), (true, false)] {
         let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
+        if !lists {
+            proxy.refuse_lists();
+        }
         let dir = tempfile::tempdir().unwrap();
         let config = config_behind(&proxy, "");
         let store = powercut::Store::in_dir(dir.path());
@@ -1291,6 +1328,7 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
         );
         let message_id = request["params"]["message"]["messageId"].as_str().unwrap();
         let first = answer["result"]["task"]["contextId"].as_str().unwrap();
+        assert_eq!(proxy.listed(), 0, "a first send asks nothing");
         local.kill9();
         if power_cut {
             let (undone, _) = store.cut(Cut::Unsynced);
@@ -1299,14 +1337,19 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
         sending.abort();
 
         let (_local, api, q, started) =
-            started_again(dir.path(), &config, &proxy, message_id).await;
-        // The peer started a second task for it (it does not drop repeated
-        // messages); that one is mirrored here.
-        let again = &started[1].1;
-        assert_ne!(again, first);
+            started_again(dir.path(), &config, &proxy, message_id, lists).await;
         let id = q["items"][0]["taskId"].as_str().unwrap();
         let d = detail(&api, id).await;
-        assert_eq!(d["task"]["contextId"], again.as_str(), "{d}");
+        if lists {
+            // The peer's one task, from the first send.
+            assert_eq!(d["task"]["contextId"], first, "{d}");
+        } else {
+            // The peer started a second task for it (it does not drop
+            // repeated messages); that one is mirrored here.
+            let again = &started[1].1;
+            assert_ne!(again, first);
+            assert_eq!(d["task"]["contextId"], again.as_str(), "{d}");
+        }
         let items = start_items(&api).await;
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(items[0]["status"], "delivered", "{items:?}");
@@ -1314,6 +1357,8 @@ async fn a_task_sent_to_a_peer_without_pushes_goes_out_again_after_a_crash_mid_s
             items[0]["refId"], id,
             "refers to the task it started: {items:?}"
         );
+        let q = queue(&api).await;
+        assert_eq!(q["items"].as_array().unwrap().len(), 1, "{q}");
     }
 }
 
@@ -1408,40 +1453,59 @@ async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
 /// A chain hop that sends a task to a peer with no pushes, and the power
 /// cut (the checkpoint's syncs stalled) after the peer took it but before
 /// its answer arrived. The task that fired the hop, and the hop, were
-/// synced before it went: after the restart both are here, and the hop
-/// goes out again with the same message id.
+/// synced before it went: after the restart both are here, and the peer is
+/// asked for the task that holds the hop's message, which is linked to the
+/// hop; a peer that cannot list its tasks is sent the hop again, with the
+/// same message id.
 #[tokio::test]
-async fn a_chain_hop_cut_off_by_a_power_cut_is_sent_again_and_its_task_kept() {
-    let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = chaining_behind(&proxy);
-    let store = powercut::Store::in_dir(dir.path());
-    let mut cmd = store.command();
-    cmd.env("POWERCUT_STALL", "store-checkpoint");
-    let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
-    proxy.delay_sends(&[30_000]);
-    let done = local.client().send_text("auto", "m-1", "the docs").await;
-    let task_id = done["task"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        done["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{done}"
-    );
-    let (message_id, _) = loop {
-        if let Some(started) = tasks_started(&proxy).pop() {
-            break started;
+async fn a_chain_hop_cut_off_by_a_power_cut_is_found_or_sent_again_and_its_task_kept() {
+    for lists in [true, false] {
+        let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
+        if !lists {
+            proxy.refuse_lists();
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    local.kill9();
-    let (undone, _) = store.cut(Cut::Unsynced);
-    eprintln!("undid {undone} writes");
+        let dir = tempfile::tempdir().unwrap();
+        let config = chaining_behind(&proxy);
+        let store = powercut::Store::in_dir(dir.path());
+        let mut cmd = store.command();
+        cmd.env("POWERCUT_STALL", "store-checkpoint");
+        let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
+        proxy.delay_sends(&[30_000]);
+        let done = local.client().send_text("auto", "m-1", "the docs").await;
+        let task_id = done["task"]["id"].as_str().unwrap().to_owned();
+        assert_eq!(
+            done["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{done}"
+        );
+        let (message_id, first) = loop {
+            if let Some(started) = tasks_started(&proxy).pop() {
+                break started;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(proxy.listed(), 0, "a first send asks nothing");
+        local.kill9();
+        let (undone, _) = store.cut(Cut::Unsynced);
+        eprintln!("undid {undone} writes");
 
-    let (_local, api, q, _) = started_again(dir.path(), &config, &proxy, &message_id).await;
-    let d = detail(&api, &task_id).await;
-    assert_eq!(d["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{d}");
-    let hops = d["chain"]["children"].as_array().unwrap();
-    assert_eq!(hops.len(), 1, "{d}");
-    assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
+        let (_local, api, q, _) =
+            started_again(dir.path(), &config, &proxy, &message_id, lists).await;
+        let d = detail(&api, &task_id).await;
+        assert_eq!(d["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{d}");
+        let hops = d["chain"]["children"].as_array().unwrap();
+        assert_eq!(hops.len(), 1, "{d}");
+        assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
+        assert_eq!(hops[0]["state"], "delivered", "{d}");
+        let child = detail(&api, q["items"][0]["taskId"].as_str().unwrap()).await;
+        if lists {
+            assert_eq!(child["task"]["contextId"], first.as_str(), "{child}");
+        }
+        assert_eq!(
+            child["chain"]["parent"]["taskId"],
+            task_id.as_str(),
+            "{child}"
+        );
+    }
 }
 
 /// A caller that goes away mid-send (its connection closed, as when a

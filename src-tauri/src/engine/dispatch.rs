@@ -9,7 +9,9 @@
 //! `messageId` (chain send, decision) so the receiver can tell. A chain
 //! send that carried a push subscription waits `resend_wait_secs` after
 //! the restart for the peer's push about its task first: that push shows
-//! the peer has it, and settles the hop (see `watch::mirror_linked`).
+//! the peer has it, and settles the hop (see `watch::mirror_linked`). A
+//! chain send that may have reached the peer asks the peer for its task
+//! before it goes again (see `Engine::start_on_peer`).
 //! Items that share an order key (one task's notifications to one webhook)
 //! go out one at a time, in the order they were queued; a failing one holds
 //! the ones behind it until it is delivered or dead-lettered.
@@ -508,7 +510,12 @@ impl Engine {
                     hop: Some(hop.id.clone()),
                     ..Default::default()
                 };
-                self.start_on_peer(peer, message, along)
+                // Tried before, or queued before this run began (the last
+                // run may have been sending it when it stopped): the peer
+                // may have it.
+                let sent_before = (item.attempts > 0 || item.created_ms < self.inner.started_ms)
+                    .then_some(item.created_ms);
+                self.start_on_peer(peer, message, along, sent_before)
                     .await
                     .map(|_| ())
                     .map_err(Failure::from)

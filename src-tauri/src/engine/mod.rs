@@ -112,6 +112,9 @@ struct Inner {
     reads: watch::Reads,
     /// Peers and subscriptions as last read (see [`peer_cache`]).
     peer_cache: peer_cache::PeerCache,
+    /// When this engine was made: outbox items older than that may have
+    /// been in flight when the last run stopped.
+    started_ms: i64,
 }
 
 impl From<store::Error> for Error {
@@ -423,6 +426,7 @@ impl Engine {
                 starts: watch::Starts::default(),
                 reads: watch::Reads::default(),
                 peer_cache: peer_cache::PeerCache::default(),
+                started_ms: now_ms(),
             }),
         }
     }

@@ -14,7 +14,7 @@ use super::{Engine, new_id};
 use crate::a2a::client::{ClientError, PeerAuth, PeerCard};
 use crate::a2a::types::{
     Message, Part, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, Task,
-    TaskPushNotificationConfig,
+    TaskPushNotificationConfig, format_timestamp,
 };
 use crate::clock::now_ms;
 use crate::config::{PeerConfig, RejectWith};
@@ -112,6 +112,15 @@ pub(super) const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 /// outbox runner: far longer than the calls it makes can take (each gives
 /// up after [`PEER_TIMEOUT`]).
 const START_LEASE_MS: i64 = 5 * 60 * 1000;
+
+/// Asking a peer whether it has a message sent before a stop, the tasks
+/// it changed from this long before the send on are listed: its clock may
+/// be behind ours.
+const CLOCK_MARGIN_MS: i64 = 10 * 60 * 1000;
+
+/// At most this many pages of 100 tasks are read looking for such a
+/// message; a peer that changed more since is sent it again.
+const HELD_PAGES: usize = 10;
 
 impl Engine {
     pub(super) fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
@@ -497,8 +506,10 @@ impl Engine {
     /// commits. If Countersign stops in between (a crash, a power cut), the
     /// item is left. After the restart the peer's push about the task, if
     /// it took it, settles the item; without one (by `resend_wait_secs`,
-    /// or at once when the send carried no subscription) the outbox sends
-    /// it again, with the same `messageId`: at least once, as decisions go.
+    /// or at once when the send carried no subscription) the outbox asks
+    /// the peer for the task that holds the message, and sends it again,
+    /// with the same `messageId`, only when the peer lists none or cannot
+    /// list its tasks: at least once, as decisions go.
     /// A send that fails while the caller waits is reported to the caller,
     /// and its item is dropped.
     ///
@@ -550,7 +561,7 @@ impl Engine {
             delivered: Some(item_id.clone()),
             ..Along::default()
         };
-        let started = self.start_on_peer(peer_id, message, along).await;
+        let started = self.start_on_peer(peer_id, message, along, None).await;
         if let Err(e) = &started {
             let id = item_id.clone();
             let dropped = self
@@ -583,7 +594,9 @@ impl Engine {
             delivered: Some(item.id.clone()),
             ..Along::default()
         };
-        self.start_on_peer(peer_id, message, along)
+        // Every `start` the outbox sends is one a stop cut short, which
+        // the peer may have.
+        self.start_on_peer(peer_id, message, along, Some(item.created_ms))
             .await
             .map(|_| ())
     }
@@ -592,17 +605,34 @@ impl Engine {
     /// names (the chain hop that starts it, the outbox item it delivers)
     /// is recorded in the transaction that creates our mirror. Returns our
     /// mirror's id.
+    ///
+    /// `sent_before`: when this message may have reached the peer already
+    /// (a send that a stop cut short, or one whose attempt failed), since
+    /// when. The peer is then asked first, with ListTasks, whether one of
+    /// its tasks holds the message; if one does, that task is mirrored
+    /// rather than the message sent again, so a peer that does not drop a
+    /// repeated `messageId` is not left holding two tasks. A peer that
+    /// cannot list its tasks (A2A 0.3, or the method missing) is sent it
+    /// again, as before.
     pub(super) async fn start_on_peer(
         &self,
         peer_id: &str,
         message: Message,
         along: Along,
+        sent_before: Option<i64>,
     ) -> Result<String, PeerError> {
         // A fresh card: a new task goes only to the agent the person trusted.
         let peer = self.peer_card(peer_id, true).await?;
         let (rec, card) = &*peer;
         Self::ensure_trusted(rec)?;
         let auth = auth_of(&rec.auth);
+        if let Some(since) = sent_before
+            && let Some(task) = self
+                .held_by_peer(peer_id, card, &auth, &message.message_id, since)
+                .await
+        {
+            return self.mirror_held(peer_id, &message, task, along).await;
+        }
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
@@ -647,6 +677,69 @@ impl Engine {
             .mirror_started(peer_id, sub_id.as_deref(), task, along)
             .await?;
         if sub_id.is_none() {
+            self.follow_unpushed(peer_id, &remote_id, &id);
+        }
+        Ok(id)
+    }
+
+    /// The task of `peer_id`'s that holds the message `message_id`, sent
+    /// at `since_ms` or later, if the peer lists one. Asked with a margin
+    /// for the peer's clock; a peer that cannot say is logged and treated
+    /// as not holding it.
+    async fn held_by_peer(
+        &self,
+        peer_id: &str,
+        card: &PeerCard,
+        auth: &PeerAuth,
+        message_id: &str,
+        since_ms: i64,
+    ) -> Option<Task> {
+        let since = format_timestamp(since_ms.saturating_sub(CLOCK_MARGIN_MS));
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(peer = %peer_id, "cannot ask the peer whether it has message {message_id}: {e}");
+                return None;
+            }
+        };
+        match client
+            .task_holding(&card.chosen, auth, message_id, &since, HELD_PAGES)
+            .await
+        {
+            Ok(Some(task)) => {
+                tracing::info!(peer = %peer_id, task = %task.id, "the peer has message {message_id} from before the stop: its task is kept, and the message is not sent again");
+                Some(task)
+            }
+            Ok(None) => {
+                tracing::info!(peer = %peer_id, "the peer lists no task holding message {message_id}: sending it again");
+                None
+            }
+            Err(e) => {
+                tracing::info!(peer = %peer_id, "cannot ask the peer whether it has message {message_id} ({e}): sending it again, with the same id");
+                None
+            }
+        }
+    }
+
+    /// Mirrors `task`, the peer's task that holds `message` (sent before a
+    /// stop cut its answer off), as the answer to that send would have
+    /// been, with `along`; returns our id. The subscription named after
+    /// the message goes with it when the first send made one; without
+    /// one, the task is followed by polling.
+    async fn mirror_held(
+        &self,
+        peer_id: &str,
+        message: &Message,
+        task: Task,
+        along: Along,
+    ) -> Result<String, PeerError> {
+        let named = p::message_subscription(&message.message_id);
+        let sub = self.subscription(&named).await?.map(|s| s.id);
+        let remote_id = task.id.clone();
+        let id = self
+            .mirror_started(peer_id, sub.as_deref(), task, along)
+            .await?;
+        if sub.is_none() {
             self.follow_unpushed(peer_id, &remote_id, &id);
         }
         Ok(id)

@@ -100,6 +100,8 @@ impl PeerAuth {
 
 /// The largest answer (or card) read into memory.
 const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// Tasks asked for per ListTasks page (the most 1.0 allows).
+const LIST_PAGE_SIZE: i32 = 100;
 /// The pauses before the second and third attempt of a read.
 const READ_RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
 /// Connecting never waits longer than this, whatever the call timeout.
@@ -211,6 +213,52 @@ impl A2aClient {
             operation::decode_task(v, endpoint)
         })
         .await
+    }
+
+    /// The task on the peer whose history holds the message `message_id`,
+    /// among the tasks whose status changed at or after `since` (RFC 3339),
+    /// read with ListTasks a page of 100 at a time, at most `max_pages`
+    /// pages: for a message that may have reached the peer before a stop
+    /// cut its answer off. `Ok(None)` when no listed task holds it; an
+    /// error when the peer cannot list its tasks (an A2A 0.3 endpoint, a
+    /// peer without the method) or has more than `max_pages` pages of them.
+    /// Each page is retried as reads are.
+    pub async fn task_holding(
+        &self,
+        endpoint: &Endpoint,
+        auth: &PeerAuth,
+        message_id: &str,
+        since: &str,
+        max_pages: usize,
+    ) -> Result<Option<Task>, ClientError> {
+        let mut token: Option<String> = None;
+        for _ in 0..max_pages {
+            let op = Operation::ListTasks {
+                since: Some(since),
+                page_size: LIST_PAGE_SIZE,
+                page_token: token.as_deref(),
+            };
+            let page = retrying(|| async {
+                let v = self.call(&op, endpoint, auth).await?;
+                operation::decode_task_page(v)
+            })
+            .await?;
+            let held = page
+                .tasks
+                .into_iter()
+                .find(|t| t.history.iter().any(|m| m.message_id == message_id));
+            if held.is_some() {
+                return Ok(held);
+            }
+            if page.next_page_token.is_empty() || token.as_deref() == Some(&page.next_page_token) {
+                return Ok(None);
+            }
+            token = Some(page.next_page_token);
+        }
+        Err(ClientError::Unsupported(format!(
+            "looking for a message among more than {} tasks of the peer's",
+            max_pages * LIST_PAGE_SIZE as usize
+        )))
     }
 
     /// CancelTask: the task as the peer left it. Never retried.

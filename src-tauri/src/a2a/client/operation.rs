@@ -36,6 +36,13 @@ pub(crate) enum Operation<'a> {
     Subscribe {
         id: &'a str,
     },
+    /// ListTasks (1.0 only): one page of the tasks whose status changed at
+    /// or after `since` (RFC 3339), newest first.
+    ListTasks {
+        since: Option<&'a str>,
+        page_size: i32,
+        page_token: Option<&'a str>,
+    },
 }
 
 impl Operation<'_> {
@@ -60,6 +67,8 @@ impl Operation<'_> {
             Operation::CreatePushConfig { .. } => "tasks/pushNotificationConfig/set",
             Operation::Subscribe { .. } if v1 => "SubscribeToTask",
             Operation::Subscribe { .. } => "tasks/resubscribe",
+            // 0.3 lists tasks over gRPC and HTTP+JSON only; `build` refuses.
+            Operation::ListTasks { .. } => "ListTasks",
         }
     }
 }
@@ -84,6 +93,11 @@ pub(crate) fn build(op: &Operation, ep: &Endpoint) -> Result<HttpCall, ClientErr
         return Err(ClientError::Unsupported(
             "the pre-0.3 dialect (`tasks/send`) is not spoken to peers; use an A2A 1.0 or 0.3 endpoint"
                 .into(),
+        ));
+    }
+    if matches!(op, Operation::ListTasks { .. }) && ep.dialect != Dialect::V1 {
+        return Err(ClientError::Unsupported(
+            "an A2A 0.3 endpoint cannot be asked to list its tasks".into(),
         ));
     }
     let url = ep.url.clone();
@@ -141,6 +155,21 @@ fn v1_params(op: &Operation, tenant: Option<&str>) -> Result<Value, ClientError>
             v["taskId"] = json!(task_id);
             v
         }
+        Operation::ListTasks {
+            since,
+            page_size,
+            page_token,
+        } => {
+            let mut m = Map::new();
+            m.insert("pageSize".into(), json!(page_size));
+            if let Some(s) = since {
+                m.insert("statusTimestampAfter".into(), json!(s));
+            }
+            if let Some(t) = page_token {
+                m.insert("pageToken".into(), json!(t));
+            }
+            Value::Object(m)
+        }
     };
     Ok(with_tenant(v, tenant))
 }
@@ -158,6 +187,7 @@ fn v0_3_params(op: &Operation) -> Value {
             c.task_id = Some((*task_id).to_owned());
             v0_3::encode_push_config(&c)
         }
+        Operation::ListTasks { .. } => json!({}),
     }
 }
 
@@ -218,6 +248,7 @@ fn rest_call(op: &Operation, ep: &Endpoint, mut url: Url) -> Result<HttpCall, Cl
             vec!["tasks".into(), format!("{id}:subscribe")],
             None,
         ),
+        Operation::ListTasks { .. } => (Method::GET, vec!["tasks".into()], None),
     };
     {
         let mut segs = url
@@ -242,6 +273,21 @@ fn rest_call(op: &Operation, ep: &Endpoint, mut url: Url) -> Result<HttpCall, Cl
     {
         url.query_pairs_mut()
             .append_pair("historyLength", &n.to_string());
+    }
+    if let Operation::ListTasks {
+        since,
+        page_size,
+        page_token,
+    } = op
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("pageSize", &page_size.to_string());
+        if let Some(s) = since {
+            q.append_pair("statusTimestampAfter", s);
+        }
+        if let Some(t) = page_token {
+            q.append_pair("pageToken", t);
+        }
     }
     Ok(HttpCall {
         method,
@@ -433,6 +479,22 @@ pub(crate) fn decode_task(a: Answer, ep: &Endpoint) -> Result<Task, ClientError>
     }
 }
 
+/// One page of a ListTasks answer: its tasks and the token of the next
+/// page (empty or absent on the last; proto JSON leaves empty strings out).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaskPage {
+    #[serde(default)]
+    pub tasks: Vec<Task>,
+    #[serde(default)]
+    pub next_page_token: String,
+}
+
+/// A ListTasks answer (1.0 only).
+pub(crate) fn decode_task_page(a: Answer) -> Result<TaskPage, ClientError> {
+    v1_answer(&a, "task list")
+}
+
 /// A push config answer; 0.3 REST bodies name the task only in `name`, so
 /// the task id of the request fills it in.
 pub(crate) fn decode_push_config(
@@ -600,6 +662,60 @@ mod tests {
         .unwrap();
         assert_eq!(sub.url.as_str(), "http://h/a2a/x/tasks/t1:subscribe");
         assert_eq!(subscribe_fallback(&sub).unwrap().method, Method::POST);
+    }
+
+    #[test]
+    fn task_lists_go_to_1_0_endpoints_only() {
+        let list = Operation::ListTasks {
+            since: Some("2026-12-06T10:00:00.000Z"),
+            page_size: 100,
+            page_token: Some("p 2"),
+        };
+        let call = build(&list, &ep(Binding::JsonRpc, Dialect::V1, Some("acme"))).unwrap();
+        let body = call.body.unwrap();
+        assert_eq!(body["method"], "ListTasks");
+        assert_eq!(
+            body["params"],
+            json!({"pageSize": 100, "statusTimestampAfter": "2026-12-06T10:00:00.000Z",
+                   "pageToken": "p 2", "tenant": "acme"})
+        );
+        let call = build(&list, &ep(Binding::HttpJson, Dialect::V1, Some("acme"))).unwrap();
+        assert_eq!(call.method, Method::GET);
+        assert_eq!(
+            call.url.as_str(),
+            "http://h/a2a/x/acme/tasks?pageSize=100&statusTimestampAfter=2026-12-06T10%3A00%3A00.000Z&pageToken=p+2"
+        );
+        assert!(call.body.is_none());
+        for binding in [Binding::JsonRpc, Binding::HttpJson] {
+            assert!(matches!(
+                build(&list, &ep(binding, Dialect::V03, None)),
+                Err(ClientError::Unsupported(_))
+            ));
+        }
+        let first = Operation::ListTasks {
+            since: None,
+            page_size: 5,
+            page_token: None,
+        };
+        let call = build(&first, &ep(Binding::JsonRpc, Dialect::V1, None)).unwrap();
+        assert_eq!(call.body.unwrap()["params"], json!({"pageSize": 5}));
+    }
+
+    /// A page without its token (proto JSON leaves an empty string out)
+    /// is the last one.
+    #[test]
+    fn a_task_page_without_a_token_is_the_last() {
+        let a = RawValue::from_string(
+            r#"{"tasks": [{"id": "t1", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"}}]}"#
+                .into(),
+        )
+        .unwrap();
+        let page = decode_task_page(a).unwrap();
+        assert_eq!(page.tasks.len(), 1);
+        assert!(page.next_page_token.is_empty());
+        let a = RawValue::from_string(r#"{"tasks": "none"}"#.into()).unwrap();
+        assert!(matches!(decode_task_page(a), Err(ClientError::Protocol(_))));
     }
 
     #[test]
