@@ -10,6 +10,9 @@
 #   3. a forged push (wrong token) is refused;
 #   4. `countersign reply` answers; the peer receives the reply exactly once,
 #      on the same task, and completes it; our mirror shows completed.
+# Then, against each of them again, a send cut short by kill -9 before the
+# peer's answer came back (`hold_proxy.py` holds it): after the restart a 1.0
+# peer is asked for its task (ListTasks) rather than sent the message twice.
 # Then a peer built on FastA2A (fasta2a 2.1.1, what pydantic-ai's to_a2a()
 # serves), which offers no push notifications and starts a new task for every
 # message: a task that asks is parked by following it alone (no push, no
@@ -94,6 +97,46 @@ for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
     n="$(grep -c '"duplicate": *false' "$log" 2>/dev/null | tr -d ' ')"
     decisions="$(grep '"duplicate": *false' "$log" | grep -c '"message_id": *"decision-\|"messageId": *"decision-')"
     check "[$sdk] the peer got the reply exactly once ($decisions of $n messages)" test "$decisions" = 1
+    if [ "$failed" -gt 0 ]; then
+        echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
+        echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
+    fi
+done
+# A send cut short: the peer took the message (its card, as the proxy passes
+# it on, offers no pushes), and Countersign is killed before the peer's answer
+# reaches it. After the restart a 1.0 peer is asked for the task that holds the
+# message (ListTasks) and that task is parked here: the peer got the message
+# once. A 0.3 peer cannot be asked, so it is sent the message again (at least
+# once) and holds two tasks.
+for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
+    work="$(mktemp -d)"
+    DATA="$work/data"; mkdir -p "$DATA"
+    log="$work/peer.jsonl"
+    case "$sdk" in
+    rust-*) "$rust_peer" --binding "${sdk#rust-}" --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
+    *) "$here/.venv-$sdk/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
+    esac
+    pids+=("$!")
+    peer_url="$(wait_line "$work/peer.out" 'listening on ')" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
+    python3 "$here/hold_proxy.py" --upstream "$peer_url" --hold 60 >"$work/proxy.out" 2>"$work/proxy.err" &
+    pids+=("$!")
+    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$sdk] proxy did not start"; failed=$((failed + 1)); continue; }
+    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
+    start_countersign "$DATA" "$work/config.toml"
+    "$CLI" send py "ask for the docs [hold]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
+    sending=$!
+    held="$(wait_line "$work/proxy.out" 'held ')"
+    check "[$sdk] cut short: the peer took the message, its answer is held (${held:-none})" test -n "$held"
+    kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
+    kill "$sending" 2>/dev/null; wait "$sending" 2>/dev/null
+    start_countersign "$DATA" "$work/config.toml"
+    found() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q 'ask for the docs \[hold\]'; }
+    check "[$sdk] cut short: after the restart the peer's task is parked here" poll 30 found
+    n="$(grep -c 'ask for the docs \[hold\]' "$log" | tr -d ' ')"
+    case "$sdk" in
+    sdk03) check "[$sdk] cut short: a 0.3 peer, which cannot list its tasks, is sent it again ($n times)" test "$n" = 2 ;;
+    *) check "[$sdk] cut short: the peer lists its task and is not sent it again ($n time)" test "$n" = 1 ;;
+    esac
     if [ "$failed" -gt 0 ]; then
         echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
         echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"

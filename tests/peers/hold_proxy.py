@@ -1,0 +1,108 @@
+"""An HTTP proxy on 127.0.0.1 in front of a peer, for cutting a send short.
+
+It passes every call on to the peer, and changes two things on the way back:
+
+- the agent card: its interface URLs point at the proxy, and it offers no
+  push notifications (so Countersign watches the task without a webhook,
+  and no push can bring the task back after a stop);
+- the answer to the first send of a message whose text contains `[hold]`:
+  the peer has taken the message and answered, but the proxy holds that
+  answer for `--hold` seconds, long enough to kill Countersign before the
+  answer reaches it. It prints `held <messageId>` on stdout when it starts
+  holding one. The same message sent again passes at once.
+
+Standard library only. The first stdout line is `listening on http://127.0.0.1:PORT`.
+
+    python3 hold_proxy.py --upstream http://127.0.0.1:PEER [--hold 60]
+"""
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PASSED_HEADERS = ('content-type', 'accept', 'authorization', 'a2a-version', 'a2a-extensions')
+
+
+def held_message(body: bytes) -> str | None:
+    """The id of the message a send carries when its text asks to be held."""
+    try:
+        call = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(call, dict):
+        return None
+    params = call.get('params', call)
+    message = params.get('message') if isinstance(params, dict) else None
+    if not isinstance(message, dict) or '[hold]' not in json.dumps(message):
+        return None
+    return message.get('messageId') or message.get('message_id')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--upstream', required=True, help='the peer, e.g. http://127.0.0.1:8000')
+    ap.add_argument('--hold', type=float, default=60.0, help='seconds a held answer waits')
+    args = ap.parse_args()
+    upstream = args.upstream.rstrip('/')
+    held_once: set[str] = set()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+
+        def log_message(self, *_):
+            pass
+
+        def forward(self) -> None:
+            length = int(self.headers.get('Content-Length') or 0)
+            body = self.rfile.read(length) if length else None
+            headers = {k: v for k, v in self.headers.items() if k.lower() in PASSED_HEADERS}
+            req = urllib.request.Request(upstream + self.path, data=body, headers=headers, method=self.command)
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    status, ctype, data = r.status, r.headers.get('Content-Type'), r.read()
+            except urllib.error.HTTPError as e:
+                status, ctype, data = e.code, e.headers.get('Content-Type'), e.read()
+            except OSError as e:
+                status, ctype, data = 502, 'text/plain', f'proxy: {e}'.encode()
+            if self.path.split('?')[0].endswith(('agent-card.json', 'agent.json')) and status == 200:
+                text = data.decode().replace(upstream, self.server.base)
+                card = json.loads(text)
+                card.setdefault('capabilities', {})['pushNotifications'] = False
+                card.pop('signatures', None)
+                data = json.dumps(card).encode()
+            held = held_message(body) if body else None
+            if held and status == 200 and held not in held_once:
+                held_once.add(held)
+                print(f'held {held}', flush=True)
+                time.sleep(args.hold)
+            self.send_response(status)
+            if ctype:
+                self.send_header('Content-Type', ctype)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except OSError:
+                pass
+
+        do_GET = forward
+        do_POST = forward
+        do_PUT = forward
+        do_DELETE = forward
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    server.daemon_threads = True
+    server.base = f'http://127.0.0.1:{server.server_address[1]}'
+    print(f'listening on {server.base}', flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == '__main__':
+    main()
