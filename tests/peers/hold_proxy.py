@@ -16,6 +16,8 @@ Standard library only. The first stdout line is `listening on http://127.0.0.1:P
     python3 hold_proxy.py --upstream http://127.0.0.1:PEER [--hold 60]
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys
