@@ -64,16 +64,20 @@ parked() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q "\"$TASK\""
 state_is() { "$CLI" show "$TASK" --json --data-dir "$DATA" | grep -q "\"state\": *\"$1\""; }
 
 rust_peer="$here/../rust_sdk/target/debug/rust-sdk-peer"
-for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
+start_peer() { # sdk -> sets work, DATA, log, peer_url; fails if the peer does not start
     work="$(mktemp -d)"
     DATA="$work/data"; mkdir -p "$DATA"
     log="$work/peer.jsonl"
-    case "$sdk" in
-    rust-*) "$rust_peer" --binding "${sdk#rust-}" --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
-    *) "$here/.venv-$sdk/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
+    case "$1" in
+    rust-*) "$rust_peer" --binding "${1#rust-}" --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
+    *) "$here/.venv-$1/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
     esac
     pids+=("$!")
-    peer_url="$(wait_line "$work/peer.out" 'listening on ')" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
+    peer_url="$(wait_line "$work/peer.out" 'listening on ')"
+}
+
+for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
+    start_peer "$sdk" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
     printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$peer_url" >"$work/config.toml"
     start_countersign "$DATA" "$work/config.toml"
 
@@ -109,15 +113,7 @@ done
 # once. A 0.3 peer cannot be asked, so it is sent the message again (at least
 # once) and holds two tasks.
 for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
-    work="$(mktemp -d)"
-    DATA="$work/data"; mkdir -p "$DATA"
-    log="$work/peer.jsonl"
-    case "$sdk" in
-    rust-*) "$rust_peer" --binding "${sdk#rust-}" --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
-    *) "$here/.venv-$sdk/bin/python" "$here/peer_agent.py" --port 0 --log "$log" >"$work/peer.out" 2>"$work/peer.err" & ;;
-    esac
-    pids+=("$!")
-    peer_url="$(wait_line "$work/peer.out" 'listening on ')" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
+    start_peer "$sdk" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
     python3 "$here/hold_proxy.py" --upstream "$peer_url" --hold 60 >"$work/proxy.out" 2>"$work/proxy.err" &
     pids+=("$!")
     proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$sdk] proxy did not start"; failed=$((failed + 1)); continue; }

@@ -631,7 +631,12 @@ impl Engine {
                 .held_by_peer(peer_id, card, &auth, &message.message_id, since)
                 .await
         {
-            return self.mirror_held(peer_id, &message, task, along).await;
+            // Its subscription goes with it, if the first send made one.
+            let named = p::message_subscription(&message.message_id);
+            let sub = self.subscription(&named).await?.map(|s| s.id);
+            return self
+                .mirror_and_follow(peer_id, sub.as_deref(), task, along)
+                .await;
         }
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
@@ -672,14 +677,8 @@ impl Engine {
                 )));
             }
         };
-        let remote_id = task.id.clone();
-        let id = self
-            .mirror_started(peer_id, sub_id.as_deref(), task, along)
-            .await?;
-        if sub_id.is_none() {
-            self.follow_unpushed(peer_id, &remote_id, &id);
-        }
-        Ok(id)
+        self.mirror_and_follow(peer_id, sub_id.as_deref(), task, along)
+            .await
     }
 
     /// The task of `peer_id`'s that holds the message `message_id`, sent
@@ -721,25 +720,22 @@ impl Engine {
         }
     }
 
-    /// Mirrors `task`, the peer's task that holds `message` (sent before a
-    /// stop cut its answer off), as the answer to that send would have
-    /// been, with `along`; returns our id. The subscription named after
-    /// the message goes with it when the first send made one; without
-    /// one, the task is followed by polling.
-    async fn mirror_held(
+    /// Mirrors `task`, a task just started on `peer_id` (the peer's
+    /// answer, or the task it lists as holding a message sent before a
+    /// stop), with `along`, and follows it by polling when no push will
+    /// come about it (`subscription` is `None`); returns our id.
+    async fn mirror_and_follow(
         &self,
         peer_id: &str,
-        message: &Message,
+        subscription: Option<&str>,
         task: Task,
         along: Along,
     ) -> Result<String, PeerError> {
-        let named = p::message_subscription(&message.message_id);
-        let sub = self.subscription(&named).await?.map(|s| s.id);
         let remote_id = task.id.clone();
         let id = self
-            .mirror_started(peer_id, sub.as_deref(), task, along)
+            .mirror_started(peer_id, subscription, task, along)
             .await?;
-        if sub.is_none() {
+        if subscription.is_none() {
             self.follow_unpushed(peer_id, &remote_id, &id);
         }
         Ok(id)
