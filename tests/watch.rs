@@ -1204,40 +1204,53 @@ async fn push_again(request: &Value, answer: &Value, local: &Server) -> (StatusC
 /// next push about the task brings it here. The send itself was kept on
 /// the disk too, but it waits for that push before it goes out again, and
 /// the push settles it: the peer is not sent a second copy.
+///
+/// A peer that lists its tasks need not push: right after the restart it
+/// is asked (ListTasks) for the task that holds the message, which settles
+/// the send as the push would, long before `resend_wait_secs`.
 #[tokio::test]
-async fn a_task_sent_to_a_peer_is_found_by_its_pushes_after_a_power_cut_mid_send() {
-    let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = powercut::Store::in_dir(dir.path());
-    let mut cmd = store.command();
-    cmd.env("POWERCUT_STALL", "store-checkpoint");
-    let config = config_behind(&proxy, "");
-    let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
-    // The peer's answer is held on the way back until the power is gone.
-    let (request, answer, sending) = send_held(&proxy, &local).await;
-    local.kill9();
-    let (undone, _) = store.cut(Cut::Unsynced);
-    eprintln!("undid {undone} writes");
-    sending.abort();
+async fn a_task_sent_to_a_peer_is_found_by_its_pushes_or_its_task_list_after_a_power_cut_mid_send()
+{
+    for lists in [false, true] {
+        let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
+        if !lists {
+            proxy.refuse_lists();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = powercut::Store::in_dir(dir.path());
+        let mut cmd = store.command();
+        cmd.env("POWERCUT_STALL", "store-checkpoint");
+        let config = config_behind(&proxy, "");
+        let mut local = Server::start_cmd_in(cmd, dir.path(), Some(&config));
+        // The peer's answer is held on the way back until the power is gone.
+        let (request, answer, sending) = send_held(&proxy, &local).await;
+        local.kill9();
+        let (undone, _) = store.cut(Cut::Unsynced);
+        eprintln!("undid {undone} writes");
+        sending.abort();
 
-    let local = Server::start_in(dir.path(), Some(&config), &[]);
-    let api = Api::new(&local);
-    let (status, body) = push_again(&request, &answer, &local).await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "the peer's push after the cut: {body}"
-    );
-    let q = wait_for_queue(&api, 1).await;
-    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-    let items = start_items(&api).await;
-    assert_eq!(items.len(), 1, "{items:?}");
-    assert_eq!(
-        items[0]["status"], "delivered",
-        "settled by the push: {items:?}"
-    );
-    assert_eq!(items[0]["refId"], q["items"][0]["taskId"], "{items:?}");
-    assert_eq!(tasks_started(&proxy).len(), 1, "sent once");
+        let local = Server::start_in(dir.path(), Some(&config), &[]);
+        let api = Api::new(&local);
+        if !lists {
+            let (status, body) = push_again(&request, &answer, &local).await;
+            assert_eq!(
+                status,
+                StatusCode::OK,
+                "the peer's push after the cut: {body}"
+            );
+        }
+        let q = wait_for_queue(&api, 1).await;
+        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+        let items = start_items(&api).await;
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(
+            items[0]["status"], "delivered",
+            "settled by the push or the list: {items:?}"
+        );
+        assert_eq!(items[0]["refId"], q["items"][0]["taskId"], "{items:?}");
+        assert_eq!(tasks_started(&proxy).len(), 1, "sent once");
+        assert!(proxy.listed() >= 1, "the peer was not asked");
+    }
 }
 
 /// The outbox's `start` items (tasks sent to a peer from the UI API).
@@ -1394,60 +1407,68 @@ action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}
 /// peer took the hop's task but before its answer arrived. After the
 /// restart the hop waits for the peer's push about the task (replayed
 /// here), which brings the task, links it to the hop and settles the hop:
-/// the peer is not sent it twice.
+/// the peer is not sent it twice. A peer that lists its tasks is asked
+/// for it at once instead, with the same outcome and no push.
 #[tokio::test]
-async fn a_chain_hop_cut_short_is_settled_by_the_peers_push() {
-    let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = chaining_behind(&proxy);
-    let mut local = Server::start_in(dir.path(), Some(&config), &[]);
-    proxy.delay_sends(&[30_000]);
-    let done = local.client().send_text("auto", "m-1", "the docs").await;
-    let task_id = done["task"]["id"].as_str().unwrap().to_owned();
-    let (request, answer) = loop {
-        if let Some(sent) = proxy.sent().pop() {
-            break sent;
+async fn a_chain_hop_cut_short_is_settled_by_the_peers_push_or_task_list() {
+    for lists in [false, true] {
+        let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
+        if !lists {
+            proxy.refuse_lists();
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    local.kill9();
+        let dir = tempfile::tempdir().unwrap();
+        let config = chaining_behind(&proxy);
+        let mut local = Server::start_in(dir.path(), Some(&config), &[]);
+        proxy.delay_sends(&[30_000]);
+        let done = local.client().send_text("auto", "m-1", "the docs").await;
+        let task_id = done["task"]["id"].as_str().unwrap().to_owned();
+        let (request, answer) = loop {
+            if let Some(sent) = proxy.sent().pop() {
+                break sent;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        local.kill9();
 
-    let local = Server::start_in(dir.path(), Some(&config), &[]);
-    let api = Api::new(&local);
-    // The hop waits for the push (`resend_wait_secs`, 30 s by default).
-    let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
-    let hop_item = o["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["kind"] == "chain")
-        .cloned()
-        .unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    assert_eq!(hop_item["status"], "pending", "{hop_item}");
-    assert!(
-        hop_item["nextMs"].as_i64().unwrap() > now + 20_000,
-        "not held for the push: {hop_item}"
-    );
-    let (status, body) = push_again(&request, &answer, &local).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let q = wait_for_queue(&api, 1).await;
-    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-    let d = detail(&api, &task_id).await;
-    let hops = d["chain"]["children"].as_array().unwrap();
-    assert_eq!(hops.len(), 1, "{d}");
-    assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
-    assert_eq!(hops[0]["state"], "delivered", "{d}");
-    let child = detail(&api, q["items"][0]["taskId"].as_str().unwrap()).await;
-    assert_eq!(
-        child["chain"]["parent"]["taskId"],
-        task_id.as_str(),
-        "{child}"
-    );
-    assert_eq!(tasks_started(&proxy).len(), 1, "sent once");
+        let local = Server::start_in(dir.path(), Some(&config), &[]);
+        let api = Api::new(&local);
+        if !lists {
+            // The hop waits for the push (`resend_wait_secs`, 30 s by default).
+            let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+            let hop_item = o["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["kind"] == "chain")
+                .cloned()
+                .unwrap();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64;
+            assert_eq!(hop_item["status"], "pending", "{hop_item}");
+            assert!(
+                hop_item["nextMs"].as_i64().unwrap() > now + 20_000,
+                "not held for the push: {hop_item}"
+            );
+            let (status, body) = push_again(&request, &answer, &local).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+        let q = wait_for_queue(&api, 1).await;
+        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+        let d = detail(&api, &task_id).await;
+        let hops = d["chain"]["children"].as_array().unwrap();
+        assert_eq!(hops.len(), 1, "{d}");
+        assert_eq!(hops[0]["taskId"], q["items"][0]["taskId"], "{d}");
+        assert_eq!(hops[0]["state"], "delivered", "{d}");
+        let child = detail(&api, q["items"][0]["taskId"].as_str().unwrap()).await;
+        assert_eq!(
+            child["chain"]["parent"]["taskId"],
+            task_id.as_str(),
+            "{child}"
+        );
+        assert_eq!(tasks_started(&proxy).len(), 1, "sent once");
+    }
 }
 
 /// A chain hop that sends a task to a peer with no pushes, and the power

@@ -2,9 +2,13 @@
 
 It passes every call on to the peer, and changes two things on the way back:
 
-- the agent card: its interface URLs point at the proxy, and it offers no
-  push notifications (so Countersign watches the task without a webhook,
-  and no push can bring the task back after a stop);
+- the agent card: its interface URLs point at the proxy (and so it goes
+  unsigned), and it offers no push notifications (so Countersign watches
+  the task without a webhook, and no push can bring the task back after a
+  stop). With `--pushes` it offers them, but the webhook a send carries is
+  pointed at the proxy, which drops every push: pushes lost while
+  Countersign was down, so that nothing but asking the peer brings the task
+  back soon;
 - the answer to the first send of a message whose text contains `[hold]`:
   the peer has taken the message and answered, but the proxy holds that
   answer for `--hold` seconds, long enough to kill Countersign before the
@@ -13,18 +17,22 @@ It passes every call on to the peer, and changes two things on the way back:
 
 Standard library only. The first stdout line is `listening on http://127.0.0.1:PORT`.
 
-    python3 hold_proxy.py --upstream http://127.0.0.1:PEER [--hold 60]
+    python3 hold_proxy.py --upstream http://127.0.0.1:PEER [--hold 60] [--pushes]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# Countersign's webhook URLs, as a send carries them.
+WEBHOOK = re.compile(rb'http://127\.0\.0\.1:[0-9]+/webhooks/')
 
 PASSED_HEADERS = ('content-type', 'accept', 'authorization', 'a2a-version', 'a2a-extensions')
 
@@ -48,6 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--upstream', required=True, help='the peer, e.g. http://127.0.0.1:8000')
     ap.add_argument('--hold', type=float, default=60.0, help='seconds a held answer waits')
+    ap.add_argument('--pushes', action='store_true', help="keep the card's push notifications")
     args = ap.parse_args()
     upstream = args.upstream.rstrip('/')
     held_once: set[str] = set()
@@ -61,6 +70,14 @@ def main() -> None:
         def forward(self) -> None:
             length = int(self.headers.get('Content-Length') or 0)
             body = self.rfile.read(length) if length else None
+            if self.path.startswith('/webhooks/'):
+                # A push from the peer (see `--pushes`): lost.
+                self.send_response(200)
+                self.send_header('Content-Length', '0')
+                self.end_headers()
+                return
+            if body and args.pushes:
+                body = WEBHOOK.sub(self.server.base.encode() + b'/webhooks/', body)
             headers = {k: v for k, v in self.headers.items() if k.lower() in PASSED_HEADERS}
             req = urllib.request.Request(upstream + self.path, data=body, headers=headers, method=self.command)
             try:
@@ -73,7 +90,8 @@ def main() -> None:
             if self.path.split('?')[0].endswith(('agent-card.json', 'agent.json')) and status == 200:
                 text = data.decode().replace(upstream, self.server.base)
                 card = json.loads(text)
-                card.setdefault('capabilities', {})['pushNotifications'] = False
+                if not args.pushes:
+                    card.setdefault('capabilities', {})['pushNotifications'] = False
                 card.pop('signatures', None)
                 data = json.dumps(card).encode()
             held = held_message(body) if body else None

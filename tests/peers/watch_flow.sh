@@ -106,32 +106,36 @@ for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
         echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
     fi
 done
-# A send cut short: the peer took the message (its card, as the proxy passes
-# it on, offers no pushes), and Countersign is killed before the peer's answer
-# reaches it. After the restart a 1.0 peer is asked for the task that holds the
-# message (ListTasks) and that task is parked here: the peer got the message
-# once. A 0.3 peer cannot be asked, so it is sent the message again (at least
-# once) and holds two tasks.
-for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
-    start_peer "$sdk" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
-    python3 "$here/hold_proxy.py" --upstream "$peer_url" --hold 60 >"$work/proxy.out" 2>"$work/proxy.err" &
+# A send cut short: the peer took the message, and Countersign is killed
+# before the peer's answer reaches it (the proxy holds it). After the restart
+# a 1.0 peer is asked for the task that holds the message (ListTasks) and that
+# task is parked here: the peer got the message once. Without pushes (the
+# proxy hides them) the peer is asked as the send is about to go again; with
+# pushes, whose next ones go to the stopped server, it is asked at once,
+# well before the send's 30 s wait for a push ends. A 0.3 peer cannot be
+# asked, so it is sent the message again (at least once) and holds two tasks.
+for variant in sdk1 sdk03 rust-jsonrpc rust-http_json sdk1:pushes rust-jsonrpc:pushes; do
+    sdk="${variant%:pushes}"
+    pushes=""; [ "$sdk" = "$variant" ] || pushes="--pushes"
+    start_peer "$sdk" || { echo "FAIL [$variant] peer did not start"; failed=$((failed + 1)); continue; }
+    python3 "$here/hold_proxy.py" --upstream "$peer_url" --hold 60 $pushes >"$work/proxy.out" 2>"$work/proxy.err" &
     pids+=("$!")
-    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$sdk] proxy did not start"; failed=$((failed + 1)); continue; }
+    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$variant] proxy did not start"; failed=$((failed + 1)); continue; }
     printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
     start_countersign "$DATA" "$work/config.toml"
     "$CLI" send py "ask for the docs [hold]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
     sending=$!
     held="$(wait_line "$work/proxy.out" 'held ')"
-    check "[$sdk] cut short: the peer took the message, its answer is held (${held:-none})" test -n "$held"
+    check "[$variant] cut short: the peer took the message, its answer is held (${held:-none})" test -n "$held"
     kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
     kill "$sending" 2>/dev/null; wait "$sending" 2>/dev/null
     start_countersign "$DATA" "$work/config.toml"
     found() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q 'ask for the docs \[hold\]'; }
-    check "[$sdk] cut short: after the restart the peer's task is parked here" poll 30 found
+    check "[$variant] cut short: after the restart the peer's task is parked here" poll 20 found
     n="$(grep -c 'ask for the docs \[hold\]' "$log" | tr -d ' ')"
     case "$sdk" in
-    sdk03) check "[$sdk] cut short: a 0.3 peer, which cannot list its tasks, is sent it again ($n times)" test "$n" = 2 ;;
-    *) check "[$sdk] cut short: the peer lists its task and is not sent it again ($n time)" test "$n" = 1 ;;
+    sdk03) check "[$variant] cut short: a 0.3 peer, which cannot list its tasks, is sent it again ($n times)" test "$n" = 2 ;;
+    *) check "[$variant] cut short: the peer lists its task and is not sent it again ($n time)" test "$n" = 1 ;;
     esac
     if [ "$failed" -gt 0 ]; then
         echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"

@@ -466,7 +466,9 @@ impl Engine {
     /// decisions recorded but not yet applied are applied now; and tasks
     /// sent to peers whose answers the stop cut off go out again, at once,
     /// or after `resend_wait` when the peer's push may yet show it has
-    /// them (see [`store::peers::release_cut_sends`]).
+    /// them (see [`store::peers::release_cut_sends`]); those the peer
+    /// lists meanwhile are settled at once ([`Engine::ask_about_cut_sends`]),
+    /// and any is asked about again before it goes.
     pub async fn recover(&self, resend_wait: Duration) -> Result<usize, Error> {
         let scripted: Vec<String> = self
             .agents()
@@ -501,10 +503,15 @@ impl Engine {
             })
             .await
         {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                "the last stop cut off {n} task(s) sent to peers; each goes out again unless the peer's push shows it has it"
-            ),
+            Ok(n) => {
+                if n > 0 {
+                    tracing::info!(
+                        "the last stop cut off {n} task(s) sent to peers; each goes out again unless the peer shows it has it"
+                    );
+                }
+                // Those waiting for a push may be settled at once.
+                self.ask_about_cut_sends();
+            }
             // They go out when their lease ends instead.
             Err(e) => tracing::warn!("cannot make the sends cut off by the last stop due: {e}"),
         }

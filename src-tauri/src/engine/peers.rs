@@ -626,17 +626,19 @@ impl Engine {
         let (rec, card) = &*peer;
         Self::ensure_trusted(rec)?;
         let auth = auth_of(&rec.auth);
-        if let Some(since) = sent_before
-            && let Some(task) = self
+        if let Some(since) = sent_before {
+            let held = self
                 .held_by_peer(peer_id, card, &auth, &message.message_id, since)
-                .await
-        {
-            // Its subscription goes with it, if the first send made one.
-            let named = p::message_subscription(&message.message_id);
-            let sub = self.subscription(&named).await?.map(|s| s.id);
-            return self
-                .mirror_and_follow(peer_id, sub.as_deref(), task, along)
                 .await;
+            if let Some(task) = held {
+                // Its subscription goes with it, if the first send made one.
+                let named = p::message_subscription(&message.message_id);
+                let sub = self.subscription(&named).await?.map(|s| s.id);
+                return self
+                    .mirror_and_follow(peer_id, sub.as_deref(), task, along)
+                    .await;
+            }
+            tracing::info!(peer = %peer_id, "sending message {} again, with the same id", message.message_id);
         }
         let mut configuration = SendMessageConfiguration {
             return_immediately: true,
@@ -681,6 +683,56 @@ impl Engine {
             .await
     }
 
+    /// After a restart, asks the peers of the sends a stop cut short, which
+    /// wait `resend_wait_secs` for the peer's push about their task (see
+    /// [`Engine::recover`]), whether they have them: a task a peer lists as
+    /// holding the message is mirrored now, as its push would have it,
+    /// which settles the send. The others keep waiting for the push, and
+    /// are asked again before they go out. In the background: start-up
+    /// does not wait for peers.
+    pub(super) fn ask_about_cut_sends(&self) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let cut = match engine.inner.store.read(p::cut_sends).await {
+                Ok(cut) => cut,
+                Err(e) => {
+                    tracing::warn!("cannot read the sends the last stop cut off: {e}");
+                    return;
+                }
+            };
+            for send in cut {
+                if let Err(e) = engine.settle_if_held(&send).await {
+                    tracing::info!(peer = %send.peer_id, "cannot ask the peer about message {} now ({e}); waiting for its push", send.message_id);
+                }
+            }
+        });
+    }
+
+    /// Mirrors the peer's task that holds the message of `send`, if the
+    /// peer lists one, through the subscription named after the message.
+    async fn settle_if_held(&self, send: &p::CutSend) -> Result<(), PeerError> {
+        let peer = self.peer_card(&send.peer_id, false).await?;
+        let (rec, card) = &*peer;
+        Self::ensure_trusted(rec)?;
+        let auth = auth_of(&rec.auth);
+        let Some(task) = self
+            .held_by_peer(
+                &send.peer_id,
+                card,
+                &auth,
+                &send.message_id,
+                send.created_ms,
+            )
+            .await
+        else {
+            return Ok(());
+        };
+        let _one_at_a_time = self.reading(&send.peer_id, &task.id).await;
+        self.mirror(&send.peer_id, Some(&send.subscription), task)
+            .await?;
+        Ok(())
+    }
+
     /// The task of `peer_id`'s that holds the message `message_id`, sent
     /// at `since_ms` or later, if the peer lists one. Asked with a margin
     /// for the peer's clock; a peer that cannot say is logged and treated
@@ -706,15 +758,15 @@ impl Engine {
             .await
         {
             Ok(Some(task)) => {
-                tracing::info!(peer = %peer_id, task = %task.id, "the peer has message {message_id} from before the stop: its task is kept, and the message is not sent again");
+                tracing::info!(peer = %peer_id, task = %task.id, "the peer has message {message_id} from before the stop: its task is mirrored, and the message is not sent again");
                 Some(task)
             }
             Ok(None) => {
-                tracing::info!(peer = %peer_id, "the peer lists no task holding message {message_id}: sending it again");
+                tracing::info!(peer = %peer_id, "the peer lists no task holding message {message_id}");
                 None
             }
             Err(e) => {
-                tracing::info!(peer = %peer_id, "cannot ask the peer whether it has message {message_id} ({e}): sending it again, with the same id");
+                tracing::info!(peer = %peer_id, "cannot ask the peer whether it has message {message_id}: {e}");
                 None
             }
         }

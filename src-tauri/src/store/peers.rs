@@ -606,6 +606,44 @@ pub fn release_cut_sends(conn: &Connection, now_ms: i64, grace_ms: i64) -> Resul
     Ok(starts)
 }
 
+/// A send that a stop cut short and that waits for the peer's push (see
+/// [`release_cut_sends`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutSend {
+    /// The message that went (a hop's is named after the hop).
+    pub message_id: String,
+    /// The push subscription named after it, and its peer.
+    pub subscription: String,
+    pub peer_id: String,
+    pub created_ms: i64,
+}
+
+/// The pending `start` items and chain hops whose push subscription was
+/// made (named after their message): sends that may have reached the peer
+/// before a stop cut them short, oldest first.
+pub fn cut_sends(conn: &Connection) -> Result<Vec<CutSend>> {
+    let hop_prefix = super::dispatch::HOP_MESSAGE_PREFIX;
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.ref_id, s.id, s.peer_id, o.created_ms
+           FROM outbox o JOIN subscriptions s ON s.id = ?1 || o.ref_id
+          WHERE o.kind = 'start' AND o.status = 'pending'
+         UNION ALL
+         SELECT ?2 || o.ref_id, s.id, s.peer_id, o.created_ms
+           FROM outbox o JOIN subscriptions s ON s.id = ?1 || ?2 || o.ref_id
+          WHERE o.kind = 'chain' AND o.status = 'pending'
+         ORDER BY 4, 1",
+    )?;
+    let rows = stmt.query_map(params![MESSAGE_SUBSCRIPTION, hop_prefix], |r| {
+        Ok(CutSend {
+            message_id: r.get(0)?,
+            subscription: r.get(1)?,
+            peer_id: r.get(2)?,
+            created_ms: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
 /// What the id of a push subscription named after a message starts with
 /// (the message's id follows): every task started on a peer carries one.
 pub const MESSAGE_SUBSCRIPTION: &str = "m-";
@@ -738,6 +776,24 @@ mod tests {
         let dues = ["a", "b", "c", "d"].map(|x| due(&format!("start:{x}")));
         assert_eq!(dues, [1_000, 31_000, 500, 31_000]);
         assert_eq!((due("chain:h1"), due("chain:h2")), (31_000, 400));
+        // Those that wait for a push, to ask their peers about meanwhile.
+        let cut: Vec<(String, String, i64)> = cut_sends(&c)
+            .unwrap()
+            .into_iter()
+            .map(|c| {
+                assert_eq!(c.peer_id, "p");
+                (c.message_id, c.subscription, c.created_ms)
+            })
+            .collect();
+        let hop_message = format!("{}h1", super::super::dispatch::HOP_MESSAGE_PREFIX);
+        assert_eq!(
+            cut,
+            [
+                ("b".into(), message_subscription("b"), 0),
+                ("d".into(), message_subscription("d"), 0),
+                (hop_message.clone(), message_subscription(&hop_message), 400),
+            ]
+        );
 
         assert!(started_by_push(&c, &message_subscription("b"), "mirror", 2_000).unwrap());
         let b = outbox_item(&c, "start:b").unwrap().unwrap();
@@ -750,6 +806,7 @@ mod tests {
             "settled once"
         );
         assert!(!started_by_push(&c, &message_subscription("e"), "mirror", 3_000).unwrap());
+        assert_eq!(cut_sends(&c).unwrap().len(), 2, "b is settled");
         // Only a subscription named after a message settles one: `a` is
         // still owed, yet a subscription that is merely called `a` is not
         // its message's.
