@@ -813,6 +813,15 @@ async fn proxied_peer(pushes: Pushes) -> (Proxy, Server) {
     (proxy, peer)
 }
 
+/// [`proxied_peer`], whose ListTasks calls are refused unless `lists`.
+async fn proxied_peer_listing(pushes: Pushes, lists: bool) -> (Proxy, Server) {
+    let (proxy, peer) = proxied_peer(pushes).await;
+    if !lists {
+        proxy.refuse_lists();
+    }
+    (proxy, peer)
+}
+
 async fn forward(
     axum::extract::State(s): axum::extract::State<ProxyState>,
     req: axum::extract::Request,
@@ -1212,10 +1221,7 @@ async fn push_again(request: &Value, answer: &Value, local: &Server) -> (StatusC
 async fn a_task_sent_to_a_peer_is_found_by_its_pushes_or_its_task_list_after_a_power_cut_mid_send()
 {
     for lists in [false, true] {
-        let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
-        if !lists {
-            proxy.refuse_lists();
-        }
+        let (proxy, _peer) = proxied_peer_listing(Pushes::Sent, lists).await;
         let dir = tempfile::tempdir().unwrap();
         let store = powercut::Store::in_dir(dir.path());
         let mut cmd = store.command();
@@ -1320,10 +1326,7 @@ async fn started_again(
 #[tokio::test]
 async fn a_task_sent_to_a_peer_without_pushes_is_found_or_sent_again_after_a_crash_mid_send() {
     for (power_cut, lists) in [(false, true), (true, true), (true, false)] {
-        let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
-        if !lists {
-            proxy.refuse_lists();
-        }
+        let (proxy, _peer) = proxied_peer_listing(Pushes::NotOffered, lists).await;
         let dir = tempfile::tempdir().unwrap();
         let config = config_behind(&proxy, "");
         let store = powercut::Store::in_dir(dir.path());
@@ -1412,10 +1415,7 @@ action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}
 #[tokio::test]
 async fn a_chain_hop_cut_short_is_settled_by_the_peers_push_or_task_list() {
     for lists in [false, true] {
-        let (proxy, _peer) = proxied_peer(Pushes::Sent).await;
-        if !lists {
-            proxy.refuse_lists();
-        }
+        let (proxy, _peer) = proxied_peer_listing(Pushes::Sent, lists).await;
         let dir = tempfile::tempdir().unwrap();
         let config = chaining_behind(&proxy);
         let mut local = Server::start_in(dir.path(), Some(&config), &[]);
@@ -1481,10 +1481,7 @@ async fn a_chain_hop_cut_short_is_settled_by_the_peers_push_or_task_list() {
 #[tokio::test]
 async fn a_chain_hop_cut_off_by_a_power_cut_is_found_or_sent_again_and_its_task_kept() {
     for lists in [true, false] {
-        let (proxy, _peer) = proxied_peer(Pushes::NotOffered).await;
-        if !lists {
-            proxy.refuse_lists();
-        }
+        let (proxy, _peer) = proxied_peer_listing(Pushes::NotOffered, lists).await;
         let dir = tempfile::tempdir().unwrap();
         let config = chaining_behind(&proxy);
         let store = powercut::Store::in_dir(dir.path());
