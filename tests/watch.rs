@@ -670,6 +670,16 @@ struct ProxyState {
     /// How long the answers to the next SendMessage calls are held back,
     /// in milliseconds, one entry per call.
     send_delays: Arc<Mutex<VecDeque<u64>>>,
+    /// How long the next SendMessage calls wait before they reach the
+    /// peer, in milliseconds, one entry per call; each reaches it even if
+    /// its sender hangs up meanwhile, as a message does whose peer's agent
+    /// is slow to make its task.
+    slow_starts: Arc<Mutex<VecDeque<u64>>>,
+    /// SendMessage calls that reached the proxy.
+    sends_in: Arc<AtomicUsize>,
+    /// How many of the next SendMessage calls get 503 without reaching
+    /// the peer.
+    failed_sends: Arc<AtomicUsize>,
     /// Messages to the peer about one of its tasks (decisions, a relay's
     /// caller's answers) lose their `taskId`, so the peer answers each with
     /// a new task, as a peer that starts a task per message (FastA2A) does.
@@ -708,6 +718,9 @@ impl Proxy {
             no_pushes: Arc::default(),
             delays: Arc::default(),
             send_delays: Arc::default(),
+            slow_starts: Arc::default(),
+            sends_in: Arc::default(),
+            failed_sends: Arc::default(),
             new_task_per_reply: Arc::default(),
             read: Arc::default(),
             sent: Arc::default(),
@@ -766,6 +779,18 @@ impl Proxy {
 
     fn delay_sends(&self, ms: &[u64]) {
         self.state.send_delays.lock().unwrap().extend(ms);
+    }
+
+    fn slow_starts(&self, ms: &[u64]) {
+        self.state.slow_starts.lock().unwrap().extend(ms);
+    }
+
+    fn sends_in(&self) -> usize {
+        self.state.sends_in.load(Ordering::SeqCst)
+    }
+
+    fn fail_sends(&self, n: usize) {
+        self.state.failed_sends.store(n, Ordering::SeqCst);
     }
 
     fn new_task_per_reply(&self) {
@@ -846,6 +871,36 @@ async fn forward(
             return axum::Json(refused).into_response();
         }
     }
+    if is_send {
+        s.sends_in.fetch_add(1, Ordering::SeqCst);
+        let failed = s
+            .failed_sends
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failed.is_ok() {
+            return (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response();
+        }
+        let slow = s.slow_starts.lock().unwrap().pop_front().unwrap_or(0);
+        if slow > 0 {
+            // On a task of its own, which our side hanging up does not end.
+            let on = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(slow)).await;
+                pass_on(s, parts, body, is_send, is_read).await
+            });
+            return on.await.unwrap();
+        }
+    }
+    pass_on(s, parts, body, is_send, is_read).await
+}
+
+/// [`forward`]'s passing of a call on to the peer, and of its answer back.
+async fn pass_on(
+    s: ProxyState,
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
+    is_send: bool,
+    is_read: bool,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let body = if is_send && s.new_task_per_reply.load(Ordering::SeqCst) {
         let mut rpc: Value = serde_json::from_slice(&body).unwrap();
         rpc["params"]["message"]
@@ -1378,6 +1433,75 @@ async fn a_task_sent_to_a_peer_without_pushes_is_found_or_sent_again_after_a_cra
     }
 }
 
+/// A task sent to a peer whose agent is slow to make it (the message
+/// reaches the peer's task list seconds after it went), and Countersign
+/// killed, or its power cut, meanwhile. After the restart the peer lists
+/// no task holding the message yet, but the call the stop cut off would
+/// not have timed out: the message is not sent again. The peer is asked
+/// again until its task shows, which is mirrored and parked; the peer
+/// got the message once.
+#[tokio::test]
+async fn a_send_cut_off_while_the_peer_is_still_taking_it_is_not_sent_twice() {
+    for power_cut in [false, true] {
+        let (proxy, _peer) = proxied_peer_listing(Pushes::NotOffered, true).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_behind(&proxy, "");
+        let store = powercut::Store::in_dir(dir.path());
+        let mut local = if power_cut {
+            let mut cmd = store.command();
+            cmd.env("POWERCUT_STALL", "store-checkpoint");
+            Server::start_cmd_in(cmd, dir.path(), Some(&config))
+        } else {
+            Server::start_in(dir.path(), Some(&config), &[])
+        };
+        proxy.slow_starts(&[4_000]);
+        let api = Api::new(&local);
+        let sending = tokio::spawn(async move {
+            api.call(
+                reqwest::Method::POST,
+                "/peers/bot/tasks",
+                Some(json!({ "text": "deploy the docs" })),
+            )
+            .await
+        });
+        while proxy.sends_in() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        local.kill9();
+        if power_cut {
+            let (undone, _) = store.cut(Cut::Unsynced);
+            eprintln!("undid {undone} writes");
+        }
+        sending.abort();
+
+        let restarted = std::time::Instant::now();
+        let local = Server::start_in(dir.path(), Some(&config), &[]);
+        let api = Api::new(&local);
+        let q = wait_for_queue(&api, 1).await;
+        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+        // Found as it showed, not after the call's timeout (16 s).
+        assert!(
+            restarted.elapsed() < Duration::from_secs(12),
+            "{:?}",
+            restarted.elapsed()
+        );
+        let started = tasks_started(&proxy);
+        assert_eq!(started.len(), 1, "sent again: {started:?}");
+        assert_eq!(proxy.sends_in(), 1, "sent again");
+        assert!(proxy.listed() >= 2, "asked {} time(s)", proxy.listed());
+        let id = q["items"][0]["taskId"].as_str().unwrap();
+        let d = detail(&api, id).await;
+        assert_eq!(d["task"]["contextId"], started[0].1.as_str(), "{d}");
+        let items = start_items(&api).await;
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0]["status"], "delivered", "{items:?}");
+        assert_eq!(items[0]["refId"], id, "{items:?}");
+        assert!(items[0]["sentMs"].as_i64().is_some(), "{items:?}");
+        // The waits while the peer was taking it were no attempts.
+        assert_eq!(items[0]["attempts"], 1, "{items:?}");
+    }
+}
+
 /// Us, with a scripted agent `auto` whose every task completes at once
 /// and is chained on to `bot`, behind `proxy`, as "deploy <its text>".
 fn chaining_behind(proxy: &Proxy) -> String {
@@ -1404,6 +1528,43 @@ action = {{ kind = "send", peer = "bot", template = "deploy {{{{request.text}}}}
 "#,
         proxy.base
     )
+}
+
+/// A chain hop whose message the peer answers with an error (HTTP 503)
+/// is tried again after its backoff (1 s here), not held back as one the
+/// peer may still be taking (until the call would have timed out, 16 s):
+/// the peer answered, so it is taking nothing.
+#[tokio::test]
+async fn a_hop_the_peer_answered_with_an_error_is_tried_again_without_waiting_out_the_call() {
+    let (proxy, _peer) = proxied_peer_listing(Pushes::NotOffered, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let local = Server::start_in(dir.path(), Some(&chaining_behind(&proxy)), &[]);
+    let api = Api::new(&local);
+    proxy.fail_sends(1);
+    let began = std::time::Instant::now();
+    local.client().send_text("auto", "m-1", "the docs").await;
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(proxy.sends_in(), 2, "refused once, then sent");
+    assert_eq!(tasks_started(&proxy).len(), 1);
+    // Asked first, as a hop tried before.
+    assert!(proxy.listed() >= 1);
+    let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+    let hop = o["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "chain")
+        .cloned()
+        .unwrap();
+    assert_eq!(hop["status"], "delivered", "{hop}");
+    assert_eq!(hop["attempts"], 2, "{hop}");
+    assert!(hop["sentMs"].as_i64().is_some(), "{hop}");
 }
 
 /// A chain hop to a peer that pushes, and Countersign killed after the

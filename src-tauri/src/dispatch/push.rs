@@ -22,6 +22,9 @@ pub struct Failure {
     /// Our own storage failed, not the receiver: tried again for as long
     /// as it takes, never given up on.
     pub ours: bool,
+    /// Not a failure of the receiver's: the item waits until then (ms since
+    /// the epoch), and that wait counts for nothing towards giving up.
+    pub not_before: Option<i64>,
 }
 
 impl Failure {
@@ -30,6 +33,7 @@ impl Failure {
             message: message.into(),
             transient: false,
             ours: false,
+            not_before: None,
         }
     }
 
@@ -38,6 +42,7 @@ impl Failure {
             message: message.into(),
             transient: true,
             ours: false,
+            not_before: None,
         }
     }
 
@@ -47,6 +52,17 @@ impl Failure {
             message: format!("storage failure: {e}"),
             transient: true,
             ours: true,
+            not_before: None,
+        }
+    }
+
+    /// Not tried now: tried again at `at_ms`, as often as it takes.
+    pub fn not_before(message: impl Into<String>, at_ms: i64) -> Failure {
+        Failure {
+            message: message.into(),
+            transient: true,
+            ours: true,
+            not_before: Some(at_ms),
         }
     }
 }

@@ -110,6 +110,9 @@ impl From<super::peers::PeerError> for Failure {
     fn from(e: super::peers::PeerError) -> Failure {
         match e {
             super::peers::PeerError::Store(s) => Failure::storage(&s),
+            e @ super::peers::PeerError::StillSending { ask_at, .. } => {
+                Failure::not_before(e.to_string(), ask_at)
+            }
             e if e.is_transient() => Failure::transient(e.to_string()),
             e => Failure::permanent(e.to_string()),
         }
@@ -292,7 +295,10 @@ impl Engine {
             .store
             .read_point(|conn| p::outbox_item(conn, &item.id));
         match current {
-            Ok(Some(now)) if now.status == "pending" && now.attempts == item.attempts => {}
+            Ok(Some(now))
+                if now.status == "pending"
+                    && now.attempts == item.attempts
+                    && now.next_ms <= now_ms() => {}
             Ok(_) => return true,
             Err(e) => {
                 tracing::warn!(item = %item.id, "cannot re-read an outbox item: {e}");
@@ -335,9 +341,13 @@ impl Engine {
             Err(f) => (
                 "pending",
                 Some(f.message.clone()),
-                now + backoff_ms(item.attempts, cfg.max_backoff_secs),
+                f.not_before
+                    .unwrap_or_else(|| now + backoff_ms(item.attempts, cfg.max_backoff_secs)),
             ),
         };
+        // A wait (a failure with `not_before`) is no attempt: it neither
+        // counts towards giving up nor lengthens the backoff.
+        let waits = matches!(&result, Err(f) if f.not_before.is_some());
         let (id, err, kind, ref_id) = (
             item.id.clone(),
             error.clone(),
@@ -348,6 +358,9 @@ impl Engine {
             .inner
             .store
             .write(move |conn| {
+                if waits {
+                    return p::postpone(conn, &id, err.as_deref(), next);
+                }
                 p::record_attempt(conn, &id, status, err.as_deref(), next, now)?;
                 match (kind.as_str(), status) {
                     (_, "pending") => {}
@@ -362,6 +375,10 @@ impl Engine {
         if let Err(e) = stored {
             tracing::error!(item = %item.id, "cannot record an outbox attempt: {e}");
             return false;
+        }
+        if waits {
+            tracing::debug!(item = %item.id, kind = %item.kind, "waiting: {}", error.unwrap_or_default());
+            return true;
         }
         // A receiver that stays down for hours is retried dozens of times
         // per item: its first failure, its recovery and giving up are news,
@@ -515,7 +532,12 @@ impl Engine {
                 // may have it.
                 let sent_before = (item.attempts > 0 || item.created_ms < self.inner.started_ms)
                     .then_some(item.created_ms);
-                self.start_on_peer(peer, message, along, sent_before)
+                let out = super::peers::Outgoing {
+                    item: &item.id,
+                    sent_before,
+                    sent_ms: item.sent_ms,
+                };
+                self.start_on_peer(peer, message, along, out)
                     .await
                     .map(|_| ())
                     .map_err(Failure::from)
@@ -791,6 +813,16 @@ mod tests {
         assert!(gives_up(&Failure::permanent("HTTP 404"), 1, 8));
         let peer = super::super::peers::PeerError::Store(full);
         assert!(Failure::from(peer).ours);
+        // A message the peer may still be taking waits, for as long as it
+        // takes, until the time it names.
+        let taking = super::super::peers::PeerError::StillSending {
+            message_id: "m-1".into(),
+            ask_at: 12_345,
+        };
+        let f = Failure::from(taking);
+        assert_eq!(f.not_before, Some(12_345));
+        assert!(!gives_up(&f, 1_000, 8));
+        assert!(f.message.contains("m-1"), "{}", f.message);
     }
 
     #[test]

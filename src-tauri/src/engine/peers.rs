@@ -51,6 +51,13 @@ pub enum PeerError {
         "held: the agent card of peer `{peer}` changed ({changed}) since it was trusted; review it and accept it (countersign peers trust {peer})"
     )]
     Held { peer: String, changed: String },
+    /// A message sent before a stop cut its answer off, which the peer does
+    /// not list yet but may still be taking: not sent again before its call
+    /// would have timed out; the peer is asked again at `ask_at`.
+    #[error(
+        "the peer may still be taking message {message_id}, sent before a stop cut its answer off, and lists no task holding it yet; asking again before sending it again"
+    )]
+    StillSending { message_id: String, ask_at: i64 },
 }
 
 impl PeerError {
@@ -59,7 +66,7 @@ impl PeerError {
         match self {
             PeerError::Client(c) => c.is_transient(),
             // Retried until accepted (accepting also wakes the retries).
-            PeerError::Store(_) | PeerError::Held { .. } => true,
+            PeerError::Store(_) | PeerError::Held { .. } | PeerError::StillSending { .. } => true,
             PeerError::UnknownPeer(_) | PeerError::Invalid(_) | PeerError::Bug(_) => false,
         }
     }
@@ -121,6 +128,37 @@ const CLOCK_MARGIN_MS: i64 = 10 * 60 * 1000;
 /// At most this many pages of 100 tasks are read looking for such a
 /// message; a peer that changed more since is sent it again.
 const HELD_PAGES: usize = 10;
+
+/// How long after a message went a peer may still be taking it: its call
+/// gives up after [`PEER_TIMEOUT`], and a second behind that.
+const IN_HANDS_MS: i64 = PEER_TIMEOUT.as_millis() as i64 + 1000;
+
+/// While a peer may still be taking a message sent before a stop, it is
+/// asked again this often whether it holds it.
+const ASK_AGAIN_MS: i64 = 2000;
+
+/// The outbox item whose message [`Engine::start_on_peer`] sends.
+pub(super) struct Outgoing<'a> {
+    /// Its id: marked sent ([`p::mark_sent`]), on the disk, right before
+    /// the message goes.
+    pub item: &'a str,
+    /// When the message may have reached the peer already (a send that a
+    /// stop cut short, or one whose attempt failed), since when.
+    pub sent_before: Option<i64>,
+    /// When it last went, if it did.
+    pub sent_ms: Option<i64>,
+}
+
+/// What a peer says of a message sent before a stop ([`Engine::held_by_peer`]).
+enum Held {
+    /// This task of the peer's holds it.
+    By(Box<Task>),
+    /// The peer listed its tasks, and none holds it.
+    Nowhere,
+    /// The peer cannot list its tasks (A2A 0.3, the method missing, too
+    /// many since the send) or did not answer.
+    CannotSay,
+}
 
 impl Engine {
     pub(super) fn client(&self) -> Result<&crate::a2a::client::A2aClient, PeerError> {
@@ -463,6 +501,10 @@ impl Engine {
     /// set). A peer may refuse the webhook (its own outbound policy keeps it
     /// from reaching us, say): then the message goes again without it,
     /// `sub_id` is cleared, and the task is watched by the sweep alone.
+    ///
+    /// `item`: the outbox item the message belongs to, marked sent again
+    /// before the message goes a second time (not synced for that: the
+    /// first mark, on the disk, is at most a refusal's time older).
     pub(super) async fn send_watched(
         &self,
         peer_id: &str,
@@ -470,6 +512,7 @@ impl Engine {
         auth: &PeerAuth,
         mut req: SendMessageRequest,
         sub_id: &mut Option<String>,
+        item: Option<&str>,
     ) -> Result<SendMessageResponse, PeerError> {
         let sent = self
             .client()?
@@ -491,6 +534,9 @@ impl Engine {
                     c.task_push_notification_config = None;
                 }
                 *sub_id = None;
+                if let Some(item) = item {
+                    self.mark_sent(item, false).await?;
+                }
                 Ok(self.client()?.send_message(&card.chosen, auth, req).await?)
             }
             other => Ok(other?),
@@ -561,7 +607,12 @@ impl Engine {
             delivered: Some(item_id.clone()),
             ..Along::default()
         };
-        let started = self.start_on_peer(peer_id, message, along, None).await;
+        let out = Outgoing {
+            item: &item_id,
+            sent_before: None,
+            sent_ms: None,
+        };
+        let started = self.start_on_peer(peer_id, message, along, out).await;
         if let Err(e) = &started {
             let id = item_id.clone();
             let dropped = self
@@ -596,9 +647,28 @@ impl Engine {
         };
         // Every `start` the outbox sends is one a stop cut short, which
         // the peer may have.
-        self.start_on_peer(peer_id, message, along, Some(item.created_ms))
+        let out = Outgoing {
+            item: &item.id,
+            sent_before: Some(item.created_ms),
+            sent_ms: item.sent_ms,
+        };
+        self.start_on_peer(peer_id, message, along, out)
             .await
             .map(|_| ())
+    }
+
+    /// Records that the message of outbox item `item` goes to its peer now
+    /// ([`p::mark_sent`]); `to_disk`: on the disk, with everything committed
+    /// before.
+    async fn mark_sent(&self, item: &str, to_disk: bool) -> Result<(), PeerError> {
+        let (item, now) = (item.to_owned(), now_ms());
+        let mark = move |conn: &rusqlite::Connection| p::mark_sent(conn, &item, Some(now));
+        if to_disk {
+            self.inner.store.write_to_disk(mark).await?;
+        } else {
+            self.inner.store.write(mark).await?;
+        }
+        Ok(())
     }
 
     /// Starts a task on a peer with `message` and watches it; what `along`
@@ -606,37 +676,55 @@ impl Engine {
     /// is recorded in the transaction that creates our mirror. Returns our
     /// mirror's id.
     ///
-    /// `sent_before`: when this message may have reached the peer already
-    /// (a send that a stop cut short, or one whose attempt failed), since
-    /// when. The peer is then asked first, with ListTasks, whether one of
-    /// its tasks holds the message; if one does, that task is mirrored
-    /// rather than the message sent again, so a peer that does not drop a
-    /// repeated `messageId` is not left holding two tasks. A peer that
-    /// cannot list its tasks (A2A 0.3, or the method missing) is sent it
-    /// again, as before.
+    /// When the message may have reached the peer already (`out.sent_before`:
+    /// a send that a stop cut short, or one whose attempt failed), the peer
+    /// is asked first, with ListTasks, whether one of its tasks holds the
+    /// message; if one does, that task is mirrored rather than the message
+    /// sent again, so a peer that does not drop a repeated `messageId` is
+    /// not left holding two tasks. While none does but the peer may still
+    /// be taking the message (its call, cut off by the stop, would not have
+    /// timed out yet: a peer makes the task when its agent first answers),
+    /// this fails with [`PeerError::StillSending`], and the outbox asks
+    /// again. A peer that cannot list its tasks (A2A 0.3, or the method
+    /// missing) is sent it again, as before.
     pub(super) async fn start_on_peer(
         &self,
         peer_id: &str,
         message: Message,
         along: Along,
-        sent_before: Option<i64>,
+        out: Outgoing<'_>,
     ) -> Result<String, PeerError> {
         // A fresh card: a new task goes only to the agent the person trusted.
         let peer = self.peer_card(peer_id, true).await?;
         let (rec, card) = &*peer;
         Self::ensure_trusted(rec)?;
         let auth = auth_of(&rec.auth);
-        if let Some(since) = sent_before {
+        if let Some(since) = out.sent_before {
             let held = self
                 .held_by_peer(peer_id, card, &auth, &message.message_id, since)
                 .await;
-            if let Some(task) = held {
-                // Its subscription goes with it, if the first send made one.
-                let named = p::message_subscription(&message.message_id);
-                let sub = self.subscription(&named).await?.map(|s| s.id);
-                return self
-                    .mirror_and_follow(peer_id, sub.as_deref(), task, along)
-                    .await;
+            match held {
+                Held::By(task) => {
+                    // Its subscription goes with it, if the first send made one.
+                    let named = p::message_subscription(&message.message_id);
+                    let sub = self.subscription(&named).await?.map(|s| s.id);
+                    return self
+                        .mirror_and_follow(peer_id, sub.as_deref(), *task, along)
+                        .await;
+                }
+                Held::Nowhere => {
+                    let now = now_ms();
+                    match out.sent_ms.map(|sent| sent + IN_HANDS_MS) {
+                        Some(until) if now < until => {
+                            return Err(PeerError::StillSending {
+                                message_id: message.message_id,
+                                ask_at: until.min(now + ASK_AGAIN_MS),
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                Held::CannotSay => {}
             }
             tracing::info!(peer = %peer_id, "sending message {} again, with the same id", message.message_id);
         }
@@ -655,8 +743,10 @@ impl Engine {
         // start depends on goes to the disk first, in one sync: the
         // subscription its pushes will come to, the `start` item that
         // sends it again should we stop before the answer, or the chain
-        // hop that fires it and the task change that fired the hop.
-        self.inner.store.sync_now().await?;
+        // hop that fires it and the task change that fired the hop; and
+        // when the message goes (which holds it back from being sent
+        // again while the peer may still be taking it).
+        self.mark_sent(out.item, true).await?;
         let req = SendMessageRequest {
             tenant: None,
             message,
@@ -668,8 +758,19 @@ impl Engine {
         // than the answer and lands after it.
         let _starting = self.starting(peer_id);
         let sent = self
-            .send_watched(peer_id, card, &auth, req, &mut sub_id)
+            .send_watched(peer_id, card, &auth, req, &mut sub_id, Some(out.item))
             .await;
+        let unanswered =
+            |c: &ClientError| matches!(c, ClientError::Timeout(_) | ClientError::Connect { .. });
+        if matches!(&sent, Err(PeerError::Client(c)) if !unanswered(c)) {
+            // The peer answered, with an error, or nothing listened there:
+            // it is not taking the message, and a retry need not wait.
+            let item = out.item.to_owned();
+            self.inner
+                .store
+                .write(move |conn| p::mark_sent(conn, &item, None))
+                .await?;
+        }
         let task = match sent? {
             SendMessageResponse::Task(t) => t,
             SendMessageResponse::Message(m) => {
@@ -715,7 +816,7 @@ impl Engine {
         let (rec, card) = &*peer;
         Self::ensure_trusted(rec)?;
         let auth = auth_of(&rec.auth);
-        let Some(task) = self
+        let held = self
             .held_by_peer(
                 &send.peer_id,
                 card,
@@ -723,20 +824,19 @@ impl Engine {
                 &send.message_id,
                 send.created_ms,
             )
-            .await
-        else {
+            .await;
+        let Held::By(task) = held else {
             return Ok(());
         };
         let _one_at_a_time = self.reading(&send.peer_id, &task.id).await;
-        self.mirror(&send.peer_id, Some(&send.subscription), task)
+        self.mirror(&send.peer_id, Some(&send.subscription), *task)
             .await?;
         Ok(())
     }
 
     /// The task of `peer_id`'s that holds the message `message_id`, sent
     /// at `since_ms` or later, if the peer lists one. Asked with a margin
-    /// for the peer's clock; a peer that cannot say is logged and treated
-    /// as not holding it.
+    /// for the peer's clock; a peer that cannot say is logged.
     async fn held_by_peer(
         &self,
         peer_id: &str,
@@ -744,13 +844,13 @@ impl Engine {
         auth: &PeerAuth,
         message_id: &str,
         since_ms: i64,
-    ) -> Option<Task> {
+    ) -> Held {
         let since = format_timestamp(since_ms.saturating_sub(CLOCK_MARGIN_MS));
         let client = match self.client() {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(peer = %peer_id, "cannot ask the peer whether it has message {message_id}: {e}");
-                return None;
+                return Held::CannotSay;
             }
         };
         match client
@@ -759,15 +859,15 @@ impl Engine {
         {
             Ok(Some(task)) => {
                 tracing::info!(peer = %peer_id, task = %task.id, "the peer has message {message_id} from before the stop: its task is mirrored, and the message is not sent again");
-                Some(task)
+                Held::By(Box::new(task))
             }
             Ok(None) => {
                 tracing::info!(peer = %peer_id, "the peer lists no task holding message {message_id}");
-                None
+                Held::Nowhere
             }
             Err(e) => {
                 tracing::info!(peer = %peer_id, "cannot ask the peer whether it has message {message_id}: {e}");
-                None
+                Held::CannotSay
             }
         }
     }

@@ -133,7 +133,7 @@ impl Engine {
             None => None,
         };
         let remote = match self
-            .send_watched(&upstream, card, &auth, req, &mut sub_id)
+            .send_watched(&upstream, card, &auth, req, &mut sub_id, None)
             .await?
         {
             SendMessageResponse::Task(t) => t,

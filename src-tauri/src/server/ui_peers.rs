@@ -38,6 +38,7 @@ fn peer_error(e: PeerError) -> Response {
         PeerError::UnknownPeer(_) => api_error(StatusCode::NOT_FOUND, e.to_string()),
         PeerError::Invalid(_) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
         PeerError::Held { .. } => api_error(StatusCode::CONFLICT, e.to_string()),
+        PeerError::StillSending { .. } => api_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         PeerError::Client(c) => api_error(StatusCode::BAD_GATEWAY, format!("the peer: {c}")),
         PeerError::Store(s) => store_error(&s),
         PeerError::Bug(_) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -423,6 +423,10 @@ pub struct OutboxItem {
     /// they were queued (a task's notifications to one webhook).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order_key: Option<String>,
+    /// When the message of a `start` or `chain` item last went to its
+    /// peer ([`mark_sent`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_ms: Option<i64>,
 }
 
 impl OutboxItem {
@@ -447,11 +451,12 @@ impl OutboxItem {
             created_ms: now_ms,
             done_ms: None,
             order_key: None,
+            sent_ms: None,
         }
     }
 }
 
-const OUTBOX_COLUMNS: &str = "id, kind, ref_id, peer_id, body, attempts, next_ms, status, last_error, created_ms, done_ms, order_key";
+const OUTBOX_COLUMNS: &str = "id, kind, ref_id, peer_id, body, attempts, next_ms, status, last_error, created_ms, done_ms, order_key, sent_ms";
 
 fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
     let body: String = r.get(4)?;
@@ -468,6 +473,7 @@ fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxItem> {
         created_ms: r.get(9)?,
         done_ms: r.get(10)?,
         order_key: r.get(11)?,
+        sent_ms: r.get(12)?,
     })
 }
 
@@ -540,6 +546,28 @@ pub fn record_attempt(
          WHERE id = ?1",
     )?
     .execute(params![id, status, error, next_ms, now_ms])?;
+    Ok(())
+}
+
+/// Records that the message of item `id` (a `start` or a `chain` hop's)
+/// goes to its peer at `at_ms`; written to the disk before it goes. After
+/// a stop cut its answer off, the peer may still be taking it until the
+/// call would have timed out, and it is not sent again before then. `None`
+/// when the peer is not taking it (it answered with an error, or nothing
+/// listened at its address).
+pub fn mark_sent(conn: &Connection, id: &str, at_ms: Option<i64>) -> Result<()> {
+    conn.prepare_cached("UPDATE outbox SET sent_ms = ?2 WHERE id = ?1")?
+        .execute(params![id, at_ms])?;
+    Ok(())
+}
+
+/// Puts a pending item off until `next_ms`, with why, without counting an
+/// attempt (a message its peer may still be taking).
+pub fn postpone(conn: &Connection, id: &str, why: Option<&str>, next_ms: i64) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET last_error = ?2, next_ms = ?3 WHERE id = ?1 AND status = 'pending'",
+    )?
+    .execute(params![id, why, next_ms])?;
     Ok(())
 }
 
@@ -714,6 +742,34 @@ mod tests {
             "UPDATE outbox SET status = 'delivered', ref_id = ?2
              WHERE ref_id = ?1 AND kind = 'start' AND status = 'pending'"
         ));
+    }
+
+    /// When a message last went is kept with its item, and read back with
+    /// it by every reader (the runner's `due`, a single item, the list).
+    #[test]
+    fn the_time_a_message_went_is_kept_with_its_item() {
+        let (_dir, c) = migrated();
+        let item = OutboxItem::due_now("start:a".into(), "start", "a".into(), json!({}), 10);
+        enqueue(&c, &item).unwrap();
+        assert_eq!(outbox_item(&c, "start:a").unwrap().unwrap().sent_ms, None);
+        mark_sent(&c, "start:a", Some(20)).unwrap();
+        mark_sent(&c, "start:a", Some(30)).unwrap();
+        // An unknown item is no error: nothing is marked.
+        mark_sent(&c, "start:b", Some(40)).unwrap();
+        assert_eq!(
+            outbox_item(&c, "start:a").unwrap().unwrap().sent_ms,
+            Some(30)
+        );
+        assert_eq!(due(&c, 10, 10).unwrap()[0].sent_ms, Some(30));
+        assert_eq!(outbox(&c, false, 10).unwrap()[0].sent_ms, Some(30));
+        mark_sent(&c, "start:a", None).unwrap();
+        assert_eq!(outbox_item(&c, "start:a").unwrap().unwrap().sent_ms, None);
+        // Put off, it keeps its attempts and says why.
+        postpone(&c, "start:a", Some("still taking it"), 99).unwrap();
+        let a = outbox_item(&c, "start:a").unwrap().unwrap();
+        assert_eq!((a.attempts, a.next_ms), (0, 99));
+        assert_eq!(a.last_error.as_deref(), Some("still taking it"));
+        assert!(due(&c, 98, 10).unwrap().is_empty());
     }
 
     /// At start-up a send cut short is due at once, unless its push

@@ -370,6 +370,11 @@ const MIGRATIONS: &[Step] = &[
     // from them. A row each, in a second b-tree, was about a tenth of a
     // durable SendMessage (the caller's message and the question asked).
     Sql("ALTER TABLE tasks ADD COLUMN head TEXT;"),
+    // 25: when the message of a `start` or `chain` item last went to its
+    // peer (`peers::mark_sent`): after a stop cut its answer off, the peer
+    // may still be taking it until its call would have timed out, and the
+    // message is not sent again before then.
+    Sql("ALTER TABLE outbox ADD COLUMN sent_ms INTEGER;"),
 ];
 
 /// Migration 12: each stored preview as [`super::queue::text_preview`]
