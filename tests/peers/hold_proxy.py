@@ -15,9 +15,16 @@ It passes every call on to the peer, and changes two things on the way back:
   answer reaches it. It prints `held <messageId>` on stdout when it starts
   holding one. The same message sent again passes at once.
 
+And one thing on the way there: the first send of a message whose text
+contains `[late]` waits `--late` seconds before it goes on to the peer, and
+goes on even when Countersign hangs up meanwhile, as a message does whose
+peer's agent is slow to make its task (the peer lists no task holding it
+until then). It prints `late <messageId>` when it starts waiting, and
+`went <messageId>` once the peer has answered it.
+
 Standard library only. The first stdout line is `listening on http://127.0.0.1:PORT`.
 
-    python3 hold_proxy.py --upstream http://127.0.0.1:PEER [--hold 60] [--pushes]
+    python3 hold_proxy.py --upstream http://127.0.0.1:PEER [--hold 60] [--late 5] [--pushes]
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ WEBHOOK = re.compile(rb'http://127\.0\.0\.1:[0-9]+/webhooks/')
 PASSED_HEADERS = ('content-type', 'accept', 'authorization', 'a2a-version', 'a2a-extensions')
 
 
-def held_message(body: bytes) -> str | None:
-    """The id of the message a send carries when its text asks to be held."""
+def marked_message(body: bytes, marker: str) -> str | None:
+    """The id of the message a send carries when its text holds `marker`."""
     try:
         call = json.loads(body)
     except ValueError:
@@ -47,7 +54,7 @@ def held_message(body: bytes) -> str | None:
         return None
     params = call.get('params', call)
     message = params.get('message') if isinstance(params, dict) else None
-    if not isinstance(message, dict) or '[hold]' not in json.dumps(message):
+    if not isinstance(message, dict) or marker not in json.dumps(message):
         return None
     return message.get('messageId') or message.get('message_id')
 
@@ -56,10 +63,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--upstream', required=True, help='the peer, e.g. http://127.0.0.1:8000')
     ap.add_argument('--hold', type=float, default=60.0, help='seconds a held answer waits')
+    ap.add_argument('--late', type=float, default=5.0, help='seconds a late message waits')
     ap.add_argument('--pushes', action='store_true', help="keep the card's push notifications")
     args = ap.parse_args()
     upstream = args.upstream.rstrip('/')
     held_once: set[str] = set()
+    late_once: set[str] = set()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = 'HTTP/1.1'
@@ -78,6 +87,13 @@ def main() -> None:
                 return
             if body and args.pushes:
                 body = WEBHOOK.sub(self.server.base.encode() + b'/webhooks/', body)
+            late = marked_message(body, '[late]') if body else None
+            if late in late_once:
+                late = None
+            if late:
+                late_once.add(late)
+                print(f'late {late}', flush=True)
+                time.sleep(args.late)
             headers = {k: v for k, v in self.headers.items() if k.lower() in PASSED_HEADERS}
             req = urllib.request.Request(upstream + self.path, data=body, headers=headers, method=self.command)
             try:
@@ -87,6 +103,8 @@ def main() -> None:
                 status, ctype, data = e.code, e.headers.get('Content-Type'), e.read()
             except OSError as e:
                 status, ctype, data = 502, 'text/plain', f'proxy: {e}'.encode()
+            if late:
+                print(f'went {late}', flush=True)
             if self.path.split('?')[0].endswith(('agent-card.json', 'agent.json')) and status == 200:
                 text = data.decode().replace(upstream, self.server.base)
                 card = json.loads(text)
@@ -94,7 +112,7 @@ def main() -> None:
                     card.setdefault('capabilities', {})['pushNotifications'] = False
                 card.pop('signatures', None)
                 data = json.dumps(card).encode()
-            held = held_message(body) if body else None
+            held = marked_message(body, '[hold]') if body else None
             if held and status == 200 and held not in held_once:
                 held_once.add(held)
                 print(f'held {held}', flush=True)

@@ -12,7 +12,9 @@
 #      on the same task, and completes it; our mirror shows completed.
 # Then, against each of them again, a send cut short by kill -9 before the
 # peer's answer came back (`hold_proxy.py` holds it): after the restart a 1.0
-# peer is asked for its task (ListTasks) rather than sent the message twice.
+# peer is asked for its task (ListTasks) rather than sent the message twice;
+# and a send cut short while the message was still on its way to a 1.0 peer
+# (passed on 5 s late) is not sent again while the peer may be taking it.
 # Then a peer built on FastA2A (fasta2a 2.1.1, what pydantic-ai's to_a2a()
 # serves), which offers no push notifications and starts a new task for every
 # message: a task that asks is parked by following it alone (no push, no
@@ -137,6 +139,37 @@ for variant in sdk1 sdk03 rust-jsonrpc rust-http_json sdk1:pushes rust-jsonrpc:p
     sdk03) check "[$variant] cut short: a 0.3 peer, which cannot list its tasks, is sent it again ($n times)" test "$n" = 2 ;;
     *) check "[$variant] cut short: the peer lists its task and is not sent it again ($n time)" test "$n" = 1 ;;
     esac
+    if [ "$failed" -gt 0 ]; then
+        echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
+        echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
+    fi
+done
+# A send cut short while the peer is still taking the message: the proxy
+# passes it on only 5 s after it came (as to a peer whose agent is slow to
+# make its task), and Countersign is killed meanwhile. After the restart a
+# 1.0 peer lists no task holding the message yet; it is not sent again while
+# the cut-off call would not have timed out, but asked again until its task
+# shows, which is parked here: the peer got the message once.
+for variant in sdk1 rust-jsonrpc rust-http_json; do
+    start_peer "$variant" || { echo "FAIL [$variant] peer did not start"; failed=$((failed + 1)); continue; }
+    python3 "$here/hold_proxy.py" --upstream "$peer_url" --late 5 >"$work/proxy.out" 2>"$work/proxy.err" &
+    pids+=("$!")
+    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$variant] proxy did not start"; failed=$((failed + 1)); continue; }
+    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
+    start_countersign "$DATA" "$work/config.toml"
+    "$CLI" send py "ask for the docs [late]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
+    sending=$!
+    late="$(wait_line "$work/proxy.out" 'late ')"
+    check "[$variant] late: the message is on its way to the peer (${late:-none})" test -n "$late"
+    kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
+    kill "$sending" 2>/dev/null; wait "$sending" 2>/dev/null
+    start_countersign "$DATA" "$work/config.toml"
+    found() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q 'ask for the docs \[late\]'; }
+    check "[$variant] late: once the peer has made its task, it is parked here" poll 14 found
+    went="$(wait_line "$work/proxy.out" 'went ')"
+    check "[$variant] late: the message reached the peer (${went:-never})" test "$went" = "$late"
+    n="$(grep -c 'ask for the docs \[late\]' "$log" | tr -d ' ')"
+    check "[$variant] late: the peer was not sent it again while it was taking it ($n time)" test "$n" = 1
     if [ "$failed" -gt 0 ]; then
         echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
         echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
