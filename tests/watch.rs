@@ -1231,15 +1231,7 @@ async fn send_held(
     local: &Server,
 ) -> (Value, Value, tokio::task::JoinHandle<(StatusCode, Value)>) {
     proxy.delay_sends(&[30_000]);
-    let api = Api::new(local);
-    let sending = tokio::spawn(async move {
-        api.call(
-            reqwest::Method::POST,
-            "/peers/bot/tasks",
-            Some(json!({ "text": "deploy the docs" })),
-        )
-        .await
-    });
+    let sending = send_deploy_the_docs(local);
     let (request, answer) = loop {
         if let Some(sent) = proxy.sent().pop() {
             break sent;
@@ -1248,6 +1240,51 @@ async fn send_held(
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     (request, answer, sending)
+}
+
+/// Sends "deploy the docs" to the peer `bot` through `local`'s UI API, in
+/// the background.
+fn send_deploy_the_docs(local: &Server) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let api = Api::new(local);
+    tokio::spawn(async move {
+        api.call(
+            reqwest::Method::POST,
+            "/peers/bot/tasks",
+            Some(json!({ "text": "deploy the docs" })),
+        )
+        .await
+    })
+}
+
+/// Us on `dir` (`store`'s) with `config`; with the checkpoint's syncs
+/// stalled when the test will `cut` the `power` (so nothing else puts our
+/// commits on the disk).
+fn start_cuttable(
+    dir: &std::path::Path,
+    store: &powercut::Store,
+    config: &str,
+    power: bool,
+) -> Server {
+    if power {
+        let mut cmd = store.command();
+        cmd.env("POWERCUT_STALL", "store-checkpoint");
+        Server::start_cmd_in(cmd, dir, Some(config))
+    } else {
+        Server::start_in(dir, Some(config), &[])
+    }
+}
+
+/// The one `start` item of a send, delivered and referring to our task
+/// `id`, the task it started.
+async fn the_start_delivered(api: &Api, id: &str) -> Value {
+    let items = start_items(api).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "delivered", "{items:?}");
+    assert_eq!(
+        items[0]["refId"], id,
+        "refers to the task it started: {items:?}"
+    );
+    items[0].clone()
 }
 
 /// The push the peer would send about the task it answered `request` with
@@ -1385,13 +1422,7 @@ async fn a_task_sent_to_a_peer_without_pushes_is_found_or_sent_again_after_a_cra
         let dir = tempfile::tempdir().unwrap();
         let config = config_behind(&proxy, "");
         let store = powercut::Store::in_dir(dir.path());
-        let mut local = if power_cut {
-            let mut cmd = store.command();
-            cmd.env("POWERCUT_STALL", "store-checkpoint");
-            Server::start_cmd_in(cmd, dir.path(), Some(&config))
-        } else {
-            Server::start_in(dir.path(), Some(&config), &[])
-        };
+        let mut local = start_cuttable(dir.path(), &store, &config, power_cut);
         let (request, answer, sending) = send_held(&proxy, &local).await;
         assert!(
             request["params"]["configuration"]["taskPushNotificationConfig"].is_null(),
@@ -1421,13 +1452,7 @@ async fn a_task_sent_to_a_peer_without_pushes_is_found_or_sent_again_after_a_cra
             assert_ne!(again, first);
             assert_eq!(d["task"]["contextId"], again.as_str(), "{d}");
         }
-        let items = start_items(&api).await;
-        assert_eq!(items.len(), 1, "{items:?}");
-        assert_eq!(items[0]["status"], "delivered", "{items:?}");
-        assert_eq!(
-            items[0]["refId"], id,
-            "refers to the task it started: {items:?}"
-        );
+        the_start_delivered(&api, id).await;
         let q = queue(&api).await;
         assert_eq!(q["items"].as_array().unwrap().len(), 1, "{q}");
     }
@@ -1447,23 +1472,9 @@ async fn a_send_cut_off_while_the_peer_is_still_taking_it_is_not_sent_twice() {
         let dir = tempfile::tempdir().unwrap();
         let config = config_behind(&proxy, "");
         let store = powercut::Store::in_dir(dir.path());
-        let mut local = if power_cut {
-            let mut cmd = store.command();
-            cmd.env("POWERCUT_STALL", "store-checkpoint");
-            Server::start_cmd_in(cmd, dir.path(), Some(&config))
-        } else {
-            Server::start_in(dir.path(), Some(&config), &[])
-        };
+        let mut local = start_cuttable(dir.path(), &store, &config, power_cut);
         proxy.slow_starts(&[4_000]);
-        let api = Api::new(&local);
-        let sending = tokio::spawn(async move {
-            api.call(
-                reqwest::Method::POST,
-                "/peers/bot/tasks",
-                Some(json!({ "text": "deploy the docs" })),
-            )
-            .await
-        });
+        let sending = send_deploy_the_docs(&local);
         while proxy.sends_in() == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -1492,13 +1503,10 @@ async fn a_send_cut_off_while_the_peer_is_still_taking_it_is_not_sent_twice() {
         let id = q["items"][0]["taskId"].as_str().unwrap();
         let d = detail(&api, id).await;
         assert_eq!(d["task"]["contextId"], started[0].1.as_str(), "{d}");
-        let items = start_items(&api).await;
-        assert_eq!(items.len(), 1, "{items:?}");
-        assert_eq!(items[0]["status"], "delivered", "{items:?}");
-        assert_eq!(items[0]["refId"], id, "{items:?}");
-        assert!(items[0]["sentMs"].as_i64().is_some(), "{items:?}");
+        let item = the_start_delivered(&api, id).await;
+        assert!(item["sentMs"].as_i64().is_some(), "{item}");
         // The waits while the peer was taking it were no attempts.
-        assert_eq!(items[0]["attempts"], 1, "{items:?}");
+        assert_eq!(item["attempts"], 1, "{item}");
     }
 }
 
@@ -1554,17 +1562,30 @@ async fn a_hop_the_peer_answered_with_an_error_is_tried_again_without_waiting_ou
     assert_eq!(tasks_started(&proxy).len(), 1);
     // Asked first, as a hop tried before.
     assert!(proxy.listed() >= 1);
+    // Recorded as the attempt ends, just after its task is parked.
+    let mut hop = hop_item(&api).await;
+    for _ in 0..100 {
+        if hop["status"] == "delivered" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        hop = hop_item(&api).await;
+    }
+    assert_eq!(hop["status"], "delivered", "{hop}");
+    assert_eq!(hop["attempts"], 2, "{hop}");
+    assert!(hop["sentMs"].as_i64().is_some(), "{hop}");
+}
+
+/// The outbox item of the one chain hop.
+async fn hop_item(api: &Api) -> Value {
     let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
-    let hop = o["items"]
+    o["items"]
         .as_array()
         .unwrap()
         .iter()
         .find(|i| i["kind"] == "chain")
         .cloned()
-        .unwrap();
-    assert_eq!(hop["status"], "delivered", "{hop}");
-    assert_eq!(hop["attempts"], 2, "{hop}");
-    assert!(hop["sentMs"].as_i64().is_some(), "{hop}");
+        .unwrap()
 }
 
 /// A chain hop to a peer that pushes, and Countersign killed after the
@@ -1595,14 +1616,7 @@ async fn a_chain_hop_cut_short_is_settled_by_the_peers_push_or_task_list() {
         let api = Api::new(&local);
         if !lists {
             // The hop waits for the push (`resend_wait_secs`, 30 s by default).
-            let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
-            let hop_item = o["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|i| i["kind"] == "chain")
-                .cloned()
-                .unwrap();
+            let hop_item = hop_item(&api).await;
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
@@ -1669,7 +1683,16 @@ async fn a_chain_hop_cut_off_by_a_power_cut_is_found_or_sent_again_and_its_task_
 
         let (_local, api, q, _) =
             started_again(dir.path(), &config, &proxy, &message_id, lists).await;
-        let d = detail(&api, &task_id).await;
+        // The hop is recorded delivered as its attempt ends, just after
+        // its task is parked.
+        let mut d = detail(&api, &task_id).await;
+        for _ in 0..100 {
+            if d["chain"]["children"][0]["state"] == "delivered" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            d = detail(&api, &task_id).await;
+        }
         assert_eq!(d["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{d}");
         let hops = d["chain"]["children"].as_array().unwrap();
         assert_eq!(hops.len(), 1, "{d}");

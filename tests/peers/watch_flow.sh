@@ -78,6 +78,26 @@ start_peer() { # sdk -> sets work, DATA, log, peer_url; fails if the peer does n
     peer_url="$(wait_line "$work/peer.out" 'listening on ')"
 }
 
+# A send of "ask for the docs [MARK]" to the peer SDK behind hold_proxy.py
+# (started with OPTIONS), and Countersign killed once the proxy printed its
+# LINE for it, then started again: sets `cut` to the rest of that line.
+cut_short() { # variant, sdk, mark, line, options...
+    local variant="$1" sdk="$2" mark="$3" line="$4" sending
+    shift 4
+    start_peer "$sdk" || { echo "FAIL [$variant] peer did not start"; failed=$((failed + 1)); return 1; }
+    python3 "$here/hold_proxy.py" --upstream "$peer_url" "$@" >"$work/proxy.out" 2>"$work/proxy.err" &
+    pids+=("$!")
+    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$variant] proxy did not start"; failed=$((failed + 1)); return 1; }
+    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
+    start_countersign "$DATA" "$work/config.toml"
+    "$CLI" send py "ask for the docs [$mark]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
+    sending=$!
+    cut="$(wait_line "$work/proxy.out" "$line ")"
+    kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
+    kill "$sending" 2>/dev/null; wait "$sending" 2>/dev/null
+    start_countersign "$DATA" "$work/config.toml"
+}
+
 for sdk in sdk1 sdk03 rust-jsonrpc rust-http_json; do
     start_peer "$sdk" || { echo "FAIL [$sdk] peer did not start"; failed=$((failed + 1)); continue; }
     printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$peer_url" >"$work/config.toml"
@@ -119,19 +139,8 @@ done
 for variant in sdk1 sdk03 rust-jsonrpc rust-http_json sdk1:pushes rust-jsonrpc:pushes; do
     sdk="${variant%:pushes}"
     pushes=""; [ "$sdk" = "$variant" ] || pushes="--pushes"
-    start_peer "$sdk" || { echo "FAIL [$variant] peer did not start"; failed=$((failed + 1)); continue; }
-    python3 "$here/hold_proxy.py" --upstream "$peer_url" --hold 60 $pushes >"$work/proxy.out" 2>"$work/proxy.err" &
-    pids+=("$!")
-    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$variant] proxy did not start"; failed=$((failed + 1)); continue; }
-    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
-    start_countersign "$DATA" "$work/config.toml"
-    "$CLI" send py "ask for the docs [hold]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
-    sending=$!
-    held="$(wait_line "$work/proxy.out" 'held ')"
-    check "[$variant] cut short: the peer took the message, its answer is held (${held:-none})" test -n "$held"
-    kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
-    kill "$sending" 2>/dev/null; wait "$sending" 2>/dev/null
-    start_countersign "$DATA" "$work/config.toml"
+    cut_short "$variant" "$sdk" hold held --hold 60 $pushes || continue
+    check "[$variant] cut short: the peer took the message, its answer is held (${cut:-none})" test -n "$cut"
     found() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q 'ask for the docs \[hold\]'; }
     check "[$variant] cut short: after the restart the peer's task is parked here" poll 20 found
     n="$(grep -c 'ask for the docs \[hold\]' "$log" | tr -d ' ')"
@@ -151,23 +160,12 @@ done
 # the cut-off call would not have timed out, but asked again until its task
 # shows, which is parked here: the peer got the message once.
 for variant in sdk1 rust-jsonrpc rust-http_json; do
-    start_peer "$variant" || { echo "FAIL [$variant] peer did not start"; failed=$((failed + 1)); continue; }
-    python3 "$here/hold_proxy.py" --upstream "$peer_url" --late 5 >"$work/proxy.out" 2>"$work/proxy.err" &
-    pids+=("$!")
-    proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$variant] proxy did not start"; failed=$((failed + 1)); continue; }
-    printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
-    start_countersign "$DATA" "$work/config.toml"
-    "$CLI" send py "ask for the docs [late]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
-    sending=$!
-    late="$(wait_line "$work/proxy.out" 'late ')"
-    check "[$variant] late: the message is on its way to the peer (${late:-none})" test -n "$late"
-    kill -9 "$CS_PID"; wait "$CS_PID" 2>/dev/null
-    kill "$sending" 2>/dev/null; wait "$sending" 2>/dev/null
-    start_countersign "$DATA" "$work/config.toml"
+    cut_short "$variant" "$variant" late late --late 5 || continue
+    check "[$variant] late: the message is on its way to the peer (${cut:-none})" test -n "$cut"
     found() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q 'ask for the docs \[late\]'; }
     check "[$variant] late: once the peer has made its task, it is parked here" poll 14 found
     went="$(wait_line "$work/proxy.out" 'went ')"
-    check "[$variant] late: the message reached the peer (${went:-never})" test "$went" = "$late"
+    check "[$variant] late: the message reached the peer (${went:-never})" test "$went" = "$cut"
     n="$(grep -c 'ask for the docs \[late\]' "$log" | tr -d ' ')"
     check "[$variant] late: the peer was not sent it again while it was taking it ($n time)" test "$n" = 1
     if [ "$failed" -gt 0 ]; then
