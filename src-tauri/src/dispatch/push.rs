@@ -61,7 +61,7 @@ impl Failure {
         Failure {
             message: message.into(),
             transient: true,
-            ours: true,
+            ours: false,
             not_before: Some(at_ms),
         }
     }

@@ -785,9 +785,9 @@ fn hop_message(rule: &ChainRule, task: &Task, agent: &str, hop_id: &str) -> Mess
 
 /// Whether `f`, after `attempts` attempts, ends its item as a dead letter:
 /// a permanent failure at once, a transient one of the receiver's after
-/// `max_attempts`; our own storage failing, never.
+/// `max_attempts`; our own storage failing, or a wait, never.
 fn gives_up(f: &Failure, attempts: i64, max_attempts: i64) -> bool {
-    !f.transient || (attempts >= max_attempts && !f.ours)
+    !f.transient || (attempts >= max_attempts && !f.ours && f.not_before.is_none())
 }
 
 /// Exponential backoff with jitter: 1 s, 2 s, 4 s … (±50 %), at most `max_secs`.

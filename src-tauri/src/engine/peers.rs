@@ -713,15 +713,16 @@ impl Engine {
                         .await;
                 }
                 Held::Nowhere => {
+                    // A clock set back past the send ends the wait: it is
+                    // never longer than the call's timeout.
                     let now = now_ms();
-                    match out.sent_ms.map(|sent| sent + IN_HANDS_MS) {
-                        Some(until) if now < until => {
-                            return Err(PeerError::StillSending {
-                                message_id: message.message_id,
-                                ask_at: until.min(now + ASK_AGAIN_MS),
-                            });
-                        }
-                        _ => {}
+                    if let Some(sent) = out.sent_ms
+                        && (sent..sent + IN_HANDS_MS).contains(&now)
+                    {
+                        return Err(PeerError::StillSending {
+                            message_id: message.message_id,
+                            ask_at: (sent + IN_HANDS_MS).min(now + ASK_AGAIN_MS),
+                        });
                     }
                 }
                 Held::CannotSay => {}
