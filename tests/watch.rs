@@ -1510,6 +1510,40 @@ async fn a_send_cut_off_while_the_peer_is_still_taking_it_is_not_sent_twice() {
     }
 }
 
+/// A task sent to a peer that takes it but answers too late (after the
+/// call's 15 s): the person is told (504) that the peer may have the
+/// message and that it is kept. The outbox then asks the peer, finds the
+/// task that holds the message, and parks it here: the peer got the
+/// message once, and nothing is lost.
+#[tokio::test]
+async fn a_send_the_peer_answers_too_late_is_kept_and_its_task_found() {
+    let (proxy, _peer) = proxied_peer_listing(Pushes::NotOffered, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let local = Server::start_in(dir.path(), Some(&config_behind(&proxy, "")), &[]);
+    let api = Api::new(&local);
+    proxy.delay_sends(&[20_000]);
+    let (status, body) = send_deploy_the_docs(&local).await.unwrap();
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    let said = body["error"]["message"].as_str().unwrap();
+    assert!(said.contains("did not answer in time"), "{said}");
+    assert!(said.contains("so it is kept (delivery start:"), "{said}");
+    let told = std::time::Instant::now();
+    let q = wait_for_queue(&api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    assert!(
+        told.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        told.elapsed()
+    );
+    assert_eq!(proxy.sends_in(), 1, "sent again");
+    let started = tasks_started(&proxy);
+    let id = q["items"][0]["taskId"].as_str().unwrap();
+    let d = detail(&api, id).await;
+    assert_eq!(d["task"]["contextId"], started[0].1.as_str(), "{d}");
+    let item = the_start_delivered(&api, id).await;
+    assert_eq!(item["attempts"], 1, "{item}");
+}
+
 /// Us, with a scripted agent `auto` whose every task completes at once
 /// and is chained on to `bot`, behind `proxy`, as "deploy <its text>".
 fn chaining_behind(proxy: &Proxy) -> String {

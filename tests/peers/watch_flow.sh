@@ -14,7 +14,9 @@
 # peer's answer came back (`hold_proxy.py` holds it): after the restart a 1.0
 # peer is asked for its task (ListTasks) rather than sent the message twice;
 # and a send cut short while the message was still on its way to a 1.0 peer
-# (passed on 5 s late) is not sent again while the peer may be taking it.
+# (passed on 5 s late) is not sent again while the peer may be taking it;
+# and a send whose answer came too late (after 15 s) is kept, and its task
+# found on the peer.
 # Then a peer built on FastA2A (fasta2a 2.1.1, what pydantic-ai's to_a2a()
 # serves), which offers no push notifications and starts a new task for every
 # message: a task that asks is parked by following it alone (no push, no
@@ -78,18 +80,26 @@ start_peer() { # sdk -> sets work, DATA, log, peer_url; fails if the peer does n
     peer_url="$(wait_line "$work/peer.out" 'listening on ')"
 }
 
-# A send of "ask for the docs [MARK]" to the peer SDK behind hold_proxy.py
-# (started with OPTIONS), and Countersign killed once the proxy printed its
-# LINE for it, then started again: sets `cut` to the rest of that line.
-cut_short() { # variant, sdk, mark, line, options...
-    local variant="$1" sdk="$2" mark="$3" line="$4" sending
-    shift 4
+# The peer SDK, hold_proxy.py in front of it (started with OPTIONS), and
+# Countersign watching it through the proxy as `py`.
+behind_proxy() { # variant, sdk, options...
+    local variant="$1" sdk="$2"
+    shift 2
     start_peer "$sdk" || { echo "FAIL [$variant] peer did not start"; failed=$((failed + 1)); return 1; }
     python3 "$here/hold_proxy.py" --upstream "$peer_url" "$@" >"$work/proxy.out" 2>"$work/proxy.err" &
     pids+=("$!")
     proxy_url="$(wait_line "$work/proxy.out" 'listening on ')" || { echo "FAIL [$variant] proxy did not start"; failed=$((failed + 1)); return 1; }
     printf '[webhooks]\nsweep_secs = 0\n\n[[agents]]\nid = "inbox"\n\n[[peers]]\nid = "py"\nurl = "%s"\n' "$proxy_url" >"$work/config.toml"
     start_countersign "$DATA" "$work/config.toml"
+}
+
+# A send of "ask for the docs [MARK]" to the peer SDK behind hold_proxy.py
+# (started with OPTIONS), and Countersign killed once the proxy printed its
+# LINE for it, then started again: sets `cut` to the rest of that line.
+cut_short() { # variant, sdk, mark, line, options...
+    local variant="$1" sdk="$2" mark="$3" line="$4" sending
+    shift 4
+    behind_proxy "$variant" "$sdk" "$@" || return 1
     "$CLI" send py "ask for the docs [$mark]" --data-dir "$DATA" >"$work/send.out" 2>&1 &
     sending=$!
     cut="$(wait_line "$work/proxy.out" "$line ")"
@@ -170,6 +180,23 @@ for variant in sdk1 rust-jsonrpc rust-http_json; do
     check "[$variant] late: the peer was not sent it again while it was taking it ($n time)" test "$n" = 1
     if [ "$failed" -gt 0 ]; then
         echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
+        echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
+    fi
+done
+# A send the peer answers too late: the proxy holds its answer 20 s, past
+# the call's 15 s, and nothing is killed. `countersign send` says the peer
+# may have taken the message and that it is kept; the outbox asks the peer,
+# finds its task and parks it here: the peer got the message once.
+for variant in sdk1 rust-jsonrpc; do
+    behind_proxy "$variant" "$variant" --hold 20 || continue
+    out="$("$CLI" send py "ask for the docs [hold]" --data-dir "$DATA" 2>&1)"
+    check "[$variant] too late: the sender hears the message is kept" grep -q "so it is kept (delivery start:" <<<"$out"
+    found() { "$CLI" tasks --parked --json --data-dir "$DATA" | grep -q 'ask for the docs \[hold\]'; }
+    check "[$variant] too late: the peer's task is found and parked here" poll 14 found
+    n="$(grep -c 'ask for the docs \[hold\]' "$log" | tr -d ' ')"
+    check "[$variant] too late: the peer got the message once ($n time)" test "$n" = 1
+    if [ "$failed" -gt 0 ]; then
+        echo "--- send: $out"; echo "--- countersign log ($DATA/server.log):"; tail -n 30 "$DATA/server.log"
         echo "--- peer log:"; tail -n 20 "$work/peer.err"; cat "$log"
     fi
 done

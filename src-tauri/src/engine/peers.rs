@@ -58,6 +58,14 @@ pub enum PeerError {
         "the peer may still be taking message {message_id}, sent before a stop cut its answer off, and lists no task holding it yet; asking again before sending it again"
     )]
     StillSending { message_id: String, ask_at: i64 },
+    /// A send the caller waited on went to the peer, which did not answer
+    /// (in time, or at all): the peer may have the message, so its outbox
+    /// item is kept, and the outbox asks the peer for the task it may have
+    /// started before it sends the message again.
+    #[error(
+        "{cause}; the peer may have taken the message, so it is kept (delivery {item}): Countersign asks the peer for the task that holds it, mirrors that task when found, and sends the message again only if the peer has none"
+    )]
+    Unanswered { item: String, cause: ClientError },
 }
 
 impl PeerError {
@@ -66,7 +74,10 @@ impl PeerError {
         match self {
             PeerError::Client(c) => c.is_transient(),
             // Retried until accepted (accepting also wakes the retries).
-            PeerError::Store(_) | PeerError::Held { .. } | PeerError::StillSending { .. } => true,
+            PeerError::Store(_)
+            | PeerError::Held { .. }
+            | PeerError::StillSending { .. }
+            | PeerError::Unanswered { .. } => true,
             PeerError::UnknownPeer(_) | PeerError::Invalid(_) | PeerError::Bug(_) => false,
         }
     }
@@ -136,6 +147,12 @@ const IN_HANDS_MS: i64 = PEER_TIMEOUT.as_millis() as i64 + 1000;
 /// While a peer may still be taking a message sent before a stop, it is
 /// asked again this often whether it holds it.
 const ASK_AGAIN_MS: i64 = 2000;
+
+/// Whether a call that failed with `c` may have left its message with the
+/// peer: it went, and no answer came back (in time, or at all).
+fn unanswered(c: &ClientError) -> bool {
+    matches!(c, ClientError::Timeout(_) | ClientError::Connect { .. })
+}
 
 /// The outbox item whose message [`Engine::start_on_peer`] sends.
 pub(super) struct Outgoing<'a> {
@@ -557,7 +574,10 @@ impl Engine {
     /// with the same `messageId`, only when the peer lists none or cannot
     /// list its tasks: at least once, as decisions go.
     /// A send that fails while the caller waits is reported to the caller,
-    /// and its item is dropped.
+    /// and its item is dropped; unless the message went and the peer did
+    /// not answer (a timeout, a lost connection): the peer may have it,
+    /// so the item is kept for the outbox, which asks the peer first
+    /// ([`PeerError::Unanswered`]).
     ///
     /// A caller that goes away (a closed connection, a CLI stopped with
     /// Ctrl-C) does not stop the send: it runs to the end on its own, so
@@ -613,7 +633,17 @@ impl Engine {
             sent_ms: None,
         };
         let started = self.start_on_peer(peer_id, message, along, out).await;
-        if let Err(e) = &started {
+        let started = match started {
+            Err(PeerError::Client(cause)) if unanswered(&cause) => {
+                Err(self.keep_unanswered(peer_id, &item_id, cause).await)
+            }
+            other => other,
+        };
+        if let Some(e) = started
+            .as_ref()
+            .err()
+            .filter(|e| !matches!(e, PeerError::Unanswered { .. }))
+        {
             let id = item_id.clone();
             let dropped = self
                 .inner
@@ -629,6 +659,45 @@ impl Engine {
             .await
             .map(|d| d.task)
             .map_err(|e| PeerError::Invalid(e.to_string()))
+    }
+
+    /// A send the caller waited on that the peer did not answer (`cause`):
+    /// when its message went (its item marked sent), the item is kept and
+    /// made due, so the outbox asks the peer for the task it may have
+    /// started (waiting while the peer may still be taking it) and sends
+    /// the message again only if none shows. The caller hears that.
+    async fn keep_unanswered(&self, peer_id: &str, item: &str, cause: ClientError) -> PeerError {
+        let id = item.to_owned();
+        let went = self
+            .inner
+            .store
+            .read_point(move |conn| p::outbox_item(conn, &id))
+            .ok()
+            .flatten()
+            .is_some_and(|i| i.sent_ms.is_some());
+        if !went {
+            return PeerError::Client(cause);
+        }
+        let (id, why) = (item.to_owned(), cause.to_string());
+        let kept = self
+            .inner
+            .store
+            .write(move |conn| p::postpone(conn, &id, Some(&why), now_ms()))
+            .await;
+        match kept {
+            Ok(()) => {
+                tracing::warn!(peer = %peer_id, item = %item, "the peer did not answer a send ({cause}); asking it for the task before sending again");
+                self.inner.outbox_ready.notify_one();
+            }
+            // Left to its lease: the outbox takes it in five minutes.
+            Err(e) => {
+                tracing::warn!(peer = %peer_id, item = %item, "a send the peer did not answer ({cause}) cannot be made due now ({e})")
+            }
+        }
+        PeerError::Unanswered {
+            item: item.to_owned(),
+            cause,
+        }
     }
 
     /// Sends a `start` outbox item: a task sent to a peer that Countersign
@@ -761,8 +830,6 @@ impl Engine {
         let sent = self
             .send_watched(peer_id, card, &auth, req, &mut sub_id, Some(out.item))
             .await;
-        let unanswered =
-            |c: &ClientError| matches!(c, ClientError::Timeout(_) | ClientError::Connect { .. });
         if matches!(&sent, Err(PeerError::Client(c)) if !unanswered(c)) {
             // The peer answered, with an error, or nothing listened there:
             // it is not taking the message, and a retry need not wait.

@@ -40,6 +40,9 @@ fn peer_error(e: PeerError) -> Response {
         PeerError::Held { .. } => api_error(StatusCode::CONFLICT, e.to_string()),
         PeerError::StillSending { .. } => api_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         PeerError::Client(c) => api_error(StatusCode::BAD_GATEWAY, format!("the peer: {c}")),
+        PeerError::Unanswered { .. } => {
+            api_error(StatusCode::GATEWAY_TIMEOUT, format!("the peer: {e}"))
+        }
         PeerError::Store(s) => store_error(&s),
         PeerError::Bug(_) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
