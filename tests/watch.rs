@@ -978,13 +978,15 @@ async fn push(url: &str, token: &str, remote_id: &str) -> (StatusCode, Value) {
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
-async fn reread_items(api: &Api) -> Vec<Value> {
-    let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+/// The outbox's items of one `kind`, newest first.
+async fn outbox_items(api: &Api, kind: &str) -> Vec<Value> {
+    let (status, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
+    assert_eq!(status, StatusCode::OK, "{o}");
     o["items"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|i| i["kind"] == "reread")
+        .filter(|i| i["kind"] == kind)
         .cloned()
         .collect()
 }
@@ -1002,6 +1004,16 @@ async fn detail(api: &Api, id: &str) -> Value {
 async fn queue(api: &Api) -> Value {
     let (status, q) = api.call(reqwest::Method::GET, "/queue", None).await;
     assert_eq!(status, StatusCode::OK, "{q}");
+    q
+}
+
+/// The queue's first page once it holds "deploy the docs", alone, which
+/// must be within `secs` of `since`.
+async fn the_docs_parked_within(api: &Api, since: std::time::Instant, secs: u64) -> Value {
+    let q = wait_for_queue(api, 1).await;
+    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
+    let took = since.elapsed();
+    assert!(took < Duration::from_secs(secs), "parked after {took:?}");
     q
 }
 
@@ -1034,7 +1046,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
         body["reason"].as_str().unwrap().contains("503"),
         "the sender is told why: {body}"
     );
-    let items = reread_items(&api).await;
+    let items = outbox_items(&api, "reread").await;
     assert_eq!(items.len(), 1, "{items:?}");
     let item = &items[0];
     assert_eq!(item["id"], body["queued"]);
@@ -1055,7 +1067,7 @@ async fn a_push_whose_peer_fails_the_re_read_is_kept_and_re_read_after_a_crash()
     let api = Api::new(&local);
     let q = wait_for_queue(&api, 1).await;
     assert_eq!(q["items"][0]["preview"], "deploy the docs");
-    let items = reread_items(&api).await;
+    let items = outbox_items(&api, "reread").await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered", "{items:?}");
     // Delivered, it refers to our task, and goes when that is archived.
@@ -1092,7 +1104,7 @@ async fn a_push_is_answered_without_waiting_out_a_slow_peer() {
     let q = wait_for_queue(&api, 1).await;
     assert_eq!(q["items"][0]["preview"], "deploy the site");
     assert!(proxy.answered() >= 1);
-    let items = reread_items(&api).await;
+    let items = outbox_items(&api, "reread").await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered", "{items:?}");
 }
@@ -1110,7 +1122,7 @@ async fn with_no_wait_every_push_is_acknowledged_first_and_re_read_after() {
     let q = wait_for_queue(&api, 1).await;
     assert_eq!(q["items"][0]["preview"], "deploy the app");
     assert_eq!(proxy.answered(), reads_before + 1, "one push, one re-read");
-    let items = reread_items(&api).await;
+    let items = outbox_items(&api, "reread").await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered");
     assert_eq!(items[0]["attempts"], 1, "{items:?}");
@@ -1172,13 +1184,13 @@ async fn a_late_answer_to_an_earlier_re_read_never_turns_the_mirror_back() {
     // Every re-read done: the late answers are in, and so is the last read.
     wait_for(&api, &id, "TASK_STATE_WORKING").await;
     for _ in 0..400 {
-        let items = reread_items(&api).await;
+        let items = outbox_items(&api, "reread").await;
         if !items.is_empty() && items.iter().all(|i| i["status"] == "delivered") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let items = reread_items(&api).await;
+    let items = outbox_items(&api, "reread").await;
     assert!(
         items.iter().all(|i| i["status"] == "delivered"),
         "{items:?}"
@@ -1277,7 +1289,7 @@ fn start_cuttable(
 /// The one `start` item of a send, delivered and referring to our task
 /// `id`, the task it started.
 async fn the_start_delivered(api: &Api, id: &str) -> Value {
-    let items = start_items(api).await;
+    let items = outbox_items(api, "start").await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered", "{items:?}");
     assert_eq!(
@@ -1339,7 +1351,7 @@ async fn a_task_sent_to_a_peer_is_found_by_its_pushes_or_its_task_list_after_a_p
         }
         let q = wait_for_queue(&api, 1).await;
         assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-        let items = start_items(&api).await;
+        let items = outbox_items(&api, "start").await;
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(
             items[0]["status"], "delivered",
@@ -1349,19 +1361,6 @@ async fn a_task_sent_to_a_peer_is_found_by_its_pushes_or_its_task_list_after_a_p
         assert_eq!(tasks_started(&proxy).len(), 1, "sent once");
         assert!(proxy.listed() >= 1, "the peer was not asked");
     }
-}
-
-/// The outbox's `start` items (tasks sent to a peer from the UI API).
-async fn start_items(api: &Api) -> Vec<Value> {
-    let (status, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
-    assert_eq!(status, StatusCode::OK, "{o}");
-    o["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["kind"] == "start")
-        .cloned()
-        .collect()
 }
 
 /// The SendMessage calls the peer answered with a task: (the message's
@@ -1488,14 +1487,8 @@ async fn a_send_cut_off_while_the_peer_is_still_taking_it_is_not_sent_twice() {
         let restarted = std::time::Instant::now();
         let local = Server::start_in(dir.path(), Some(&config), &[]);
         let api = Api::new(&local);
-        let q = wait_for_queue(&api, 1).await;
-        assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
         // Found as it showed, not after the call's timeout (16 s).
-        assert!(
-            restarted.elapsed() < Duration::from_secs(12),
-            "{:?}",
-            restarted.elapsed()
-        );
+        let q = the_docs_parked_within(&api, restarted, 12).await;
         let started = tasks_started(&proxy);
         assert_eq!(started.len(), 1, "sent again: {started:?}");
         assert_eq!(proxy.sends_in(), 1, "sent again");
@@ -1528,13 +1521,7 @@ async fn a_send_the_peer_answers_too_late_is_kept_and_its_task_found() {
     assert!(said.contains("did not answer in time"), "{said}");
     assert!(said.contains("so it is kept (delivery start:"), "{said}");
     let told = std::time::Instant::now();
-    let q = wait_for_queue(&api, 1).await;
-    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-    assert!(
-        told.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        told.elapsed()
-    );
+    let q = the_docs_parked_within(&api, told, 10).await;
     assert_eq!(proxy.sends_in(), 1, "sent again");
     let started = tasks_started(&proxy);
     let id = q["items"][0]["taskId"].as_str().unwrap();
@@ -1585,13 +1572,7 @@ async fn a_hop_the_peer_answered_with_an_error_is_tried_again_without_waiting_ou
     proxy.fail_sends(1);
     let began = std::time::Instant::now();
     local.client().send_text("auto", "m-1", "the docs").await;
-    let q = wait_for_queue(&api, 1).await;
-    assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-    assert!(
-        began.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        began.elapsed()
-    );
+    the_docs_parked_within(&api, began, 10).await;
     assert_eq!(proxy.sends_in(), 2, "refused once, then sent");
     assert_eq!(tasks_started(&proxy).len(), 1);
     // Asked first, as a hop tried before.
@@ -1612,14 +1593,7 @@ async fn a_hop_the_peer_answered_with_an_error_is_tried_again_without_waiting_ou
 
 /// The outbox item of the one chain hop.
 async fn hop_item(api: &Api) -> Value {
-    let (_, o) = api.call(reqwest::Method::GET, "/outbox", None).await;
-    o["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["kind"] == "chain")
-        .cloned()
-        .unwrap()
+    outbox_items(api, "chain").await.remove(0)
 }
 
 /// A chain hop to a peer that pushes, and Countersign killed after the
@@ -1769,7 +1743,7 @@ async fn a_send_goes_on_when_its_caller_goes_away() {
     let api = Api::new(&local);
     let q = wait_for_queue(&api, 1).await;
     assert_eq!(q["items"][0]["preview"], "deploy the docs", "{q}");
-    let items = start_items(&api).await;
+    let items = outbox_items(&api, "start").await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered", "{items:?}");
     assert_eq!(tasks_started(&proxy).len(), 1);
@@ -1787,7 +1761,7 @@ async fn a_send_whose_caller_heard_how_it_went_is_not_sent_again() {
     let api = Api::new(&local);
     let (id, state) = start_task(&api, "deploy the docs").await;
     assert_eq!(state, "TASK_STATE_INPUT_REQUIRED");
-    let items = start_items(&api).await;
+    let items = outbox_items(&api, "start").await;
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "delivered", "{items:?}");
     assert_eq!(items[0]["attempts"], 1, "{items:?}");
@@ -1803,7 +1777,7 @@ async fn a_send_whose_caller_heard_how_it_went_is_not_sent_again() {
         .await;
     assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
     assert_eq!(
-        start_items(&api).await.len(),
+        outbox_items(&api, "start").await.len(),
         1,
         "the failed send left an item"
     );
