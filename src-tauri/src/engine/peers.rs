@@ -58,10 +58,10 @@ pub enum PeerError {
         "the peer may still be taking message {message_id}, sent before a stop cut its answer off, and lists no task holding it yet; asking again before sending it again"
     )]
     StillSending { message_id: String, ask_at: i64 },
-    /// A send the caller waited on went to the peer, which did not answer
-    /// (in time, or at all): the peer may have the message, so its outbox
-    /// item is kept, and the outbox asks the peer for the task it may have
-    /// started before it sends the message again.
+    /// A message went to the peer, which did not answer (in time, or at
+    /// all): the peer may have it, so its outbox item is kept (even when
+    /// the caller waited on the send), and the outbox asks the peer for the
+    /// task it may have started before it sends the message again.
     #[error(
         "{cause}; the peer may have taken the message, so it is kept (delivery {item}): Countersign asks the peer for the task that holds it, mirrors that task when found, and sends the message again only if the peer has none"
     )]
@@ -633,17 +633,9 @@ impl Engine {
             sent_ms: None,
         };
         let started = self.start_on_peer(peer_id, message, along, out).await;
-        let started = match started {
-            Err(PeerError::Client(cause)) if unanswered(&cause) => {
-                Err(self.keep_unanswered(peer_id, &item_id, cause).await)
-            }
-            other => other,
-        };
-        if let Some(e) = started
-            .as_ref()
-            .err()
-            .filter(|e| !matches!(e, PeerError::Unanswered { .. }))
-        {
+        if let Err(e @ PeerError::Unanswered { .. }) = &started {
+            self.keep_unanswered(peer_id, &item_id, e).await;
+        } else if let Err(e) = &started {
             let id = item_id.clone();
             let dropped = self
                 .inner
@@ -661,24 +653,13 @@ impl Engine {
             .map_err(|e| PeerError::Invalid(e.to_string()))
     }
 
-    /// A send the caller waited on that the peer did not answer (`cause`):
-    /// when its message went (its item marked sent), the item is kept and
-    /// made due, so the outbox asks the peer for the task it may have
-    /// started (waiting while the peer may still be taking it) and sends
-    /// the message again only if none shows. The caller hears that.
-    async fn keep_unanswered(&self, peer_id: &str, item: &str, cause: ClientError) -> PeerError {
-        let id = item.to_owned();
-        let went = self
-            .inner
-            .store
-            .read_point(move |conn| p::outbox_item(conn, &id))
-            .ok()
-            .flatten()
-            .is_some_and(|i| i.sent_ms.is_some());
-        if !went {
-            return PeerError::Client(cause);
-        }
-        let (id, why) = (item.to_owned(), cause.to_string());
+    /// A send the caller waited on whose message the peer did not answer
+    /// (`unanswered`): its item is kept and made due, so the outbox asks
+    /// the peer for the task it may have started (waiting while the peer
+    /// may still be taking it) and sends the message again only if none
+    /// shows. The caller hears that from the error.
+    async fn keep_unanswered(&self, peer_id: &str, item: &str, unanswered: &PeerError) {
+        let (id, why) = (item.to_owned(), unanswered.to_string());
         let kept = self
             .inner
             .store
@@ -686,17 +667,13 @@ impl Engine {
             .await;
         match kept {
             Ok(()) => {
-                tracing::warn!(peer = %peer_id, item = %item, "the peer did not answer a send ({cause}); asking it for the task before sending again");
+                tracing::warn!(peer = %peer_id, item = %item, "the peer did not answer a send; asking it for the task before sending again");
                 self.inner.outbox_ready.notify_one();
             }
             // Left to its lease: the outbox takes it in five minutes.
             Err(e) => {
-                tracing::warn!(peer = %peer_id, item = %item, "a send the peer did not answer ({cause}) cannot be made due now ({e})")
+                tracing::warn!(peer = %peer_id, item = %item, "a send the peer did not answer cannot be made due now ({e})")
             }
-        }
-        PeerError::Unanswered {
-            item: item.to_owned(),
-            cause,
         }
     }
 
@@ -830,15 +807,25 @@ impl Engine {
         let sent = self
             .send_watched(peer_id, card, &auth, req, &mut sub_id, Some(out.item))
             .await;
-        if matches!(&sent, Err(PeerError::Client(c)) if !unanswered(c)) {
-            // The peer answered, with an error, or nothing listened there:
-            // it is not taking the message, and a retry need not wait.
-            let item = out.item.to_owned();
-            self.inner
-                .store
-                .write(move |conn| p::mark_sent(conn, &item, None))
-                .await?;
-        }
+        let sent = match sent {
+            // The message went and no answer came: the peer may have it.
+            Err(PeerError::Client(cause)) if unanswered(&cause) => Err(PeerError::Unanswered {
+                item: out.item.to_owned(),
+                cause,
+            }),
+            Err(e @ PeerError::Client(_)) => {
+                // The peer answered, with an error, or nothing listened
+                // there: it is not taking the message, and a retry need
+                // not wait.
+                let item = out.item.to_owned();
+                self.inner
+                    .store
+                    .write(move |conn| p::mark_sent(conn, &item, None))
+                    .await?;
+                Err(e)
+            }
+            other => other,
+        };
         let task = match sent? {
             SendMessageResponse::Task(t) => t,
             SendMessageResponse::Message(m) => {
