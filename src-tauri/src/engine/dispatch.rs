@@ -176,6 +176,13 @@ impl Engine {
     /// the server's time while a backlog drained.) Each attempt checks that
     /// its item is still pending and untried first, so an item a look read
     /// and then saw delivered is skipped.
+    ///
+    /// Items queued while a look's items are still in hand do not make
+    /// another look: those are left only while every slot is busy, and the
+    /// new items are due after them. (A look per commit that queued items
+    /// was 14% of the server's time under webhook pushes acknowledged
+    /// first, 128 items read and parsed to start a few.) A call made due at
+    /// once (a retry, a peer trusted again) waits at most [`LOOK_FOR`] then.
     pub async fn run_outbox(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
         let holds: Arc<Mutex<Holds>> = Arc::default();
@@ -268,17 +275,17 @@ impl Engine {
                     None => next,
                 }
             };
-            let fresh = tokio::select! {
-                _ = tokio::time::sleep(wait) => true,
-                _ = ended.notified() => false,
-                _ = self.inner.outbox_ready.notified() => true,
+            // A list left in hand is read again once it is LOOK_FOR old, and
+            // none is left when nothing is busy: every wake below that finds
+            // slots free looks again.
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = ended.notified() => {}
+                _ = self.inner.outbox_ready.notified() => {}
                 // A commit during the look above left a permit: no item
                 // queued after the look waits for the timer.
-                _ = self.inner.store.outbox_queued().notified() => true,
+                _ = self.inner.store.outbox_queued().notified() => {}
                 _ = shutdown.changed() => return,
-            };
-            if fresh {
-                looked = None;
             }
         }
     }
