@@ -289,7 +289,13 @@ mod tests {
         assert_eq!(synced.batches.load(Ordering::Relaxed), 4);
         assert_eq!(synced.through.load(Ordering::Acquire), 8);
 
-        // Finishing answers what still waits.
+        // Finishing answers what still waits. (The thread answered 8 just
+        // before it stops being busy: until then batch 9 would wait too.)
+        let since = std::time::Instant::now();
+        while syncer.shared.state().busy {
+            assert!(since.elapsed() < Duration::from_secs(5), "still busy");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert!(syncer.hand_over(batch(9, false, &log)).is_some());
         assert!(syncer.hand_over(batch(10, true, &log)).is_none());
         begun.recv_timeout(Duration::from_secs(5)).unwrap();
