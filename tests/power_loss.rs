@@ -270,7 +270,7 @@ const ROUNDS: [Round; 5] = [
 
 /// Under the default durability, how long before the cut a lost task may
 /// have been answered: commits reach the disk at the checkpoint that
-/// follows them, within 10 ms; the rest is room for a loaded machine.
+/// follows them, within 30 ms; the rest is room for a loaded machine.
 const LOSS_BOUND: Duration = Duration::from_millis(500);
 
 /// Load on `base` until the server stops answering. Once `armed`, the

@@ -273,7 +273,7 @@ PY
     # Durable SendMessage with `[store] durability = "full"`: each commit is
     # fsynced before its callers are answered (WAL + synchronous=FULL), so a
     # power loss loses nothing acknowledged; with the default ("normal") the
-    # checkpoint that follows each commit within 10 ms syncs it.
+    # checkpoint that follows each commit within 30 ms syncs it.
     port="$(free_port)"
     data="$work/countersign-full"
     mkdir -p "$data"

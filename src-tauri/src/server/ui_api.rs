@@ -56,7 +56,7 @@ pub fn router(state: Shared) -> Router<Shared> {
 /// come this way) is on the disk before they are told it went through: a
 /// request with a method that may change something, once it succeeded,
 /// waits for [`crate::store::Store::sync`]. With the default durability a
-/// commit reaches the disk at the checkpoint after it, within about 10 ms;
+/// commit reaches the disk at the checkpoint after it, within about 30 ms;
 /// an agent whose request was lost to a power cut in between can send it
 /// again, a person who saw their change go through would not think to.
 async fn on_disk(State(state): State<Shared>, req: Request, next: Next) -> Response {

@@ -180,7 +180,7 @@ impl Store {
     /// returns, whatever `[store] durability` says: for what a person did
     /// (a decision), which no one can send again. With the default
     /// durability a commit reaches the disk at the checkpoint after it,
-    /// within about 10 ms; a power loss in between would lose it.
+    /// within about 30 ms; a power loss in between would lose it.
     pub async fn write_to_disk<R, F>(&self, f: F) -> Result<R>
     where
         R: Send + 'static,
