@@ -188,74 +188,71 @@ impl Engine {
         let holds: Arc<Mutex<Holds>> = Arc::default();
         let ended: Arc<tokio::sync::Notify> = Arc::default();
         let limit = self.dispatch().config.concurrency;
-        let mut looked: Option<(Instant, VecDeque<OutboxItem>)> = None;
+        // The items of the last look not started yet, and when it was.
+        let mut due: VecDeque<OutboxItem> = VecDeque::new();
+        let mut looked_at = Instant::now();
         loop {
-            let stale = looked
-                .as_ref()
-                .is_none_or(|(at, due)| due.is_empty() || at.elapsed() > LOOK_FOR);
-            if stale {
-                let due = self
+            if due.is_empty() || looked_at.elapsed() > LOOK_FOR {
+                due = self
                     .inner
                     .store
                     .read(move |conn| p::due(conn, now_ms(), limit * LOOK_FACTOR))
                     .await
-                    .unwrap_or_default();
-                looked = Some((Instant::now(), due.into()));
+                    .unwrap_or_default()
+                    .into();
+                looked_at = Instant::now();
             }
-            let mut busy = false;
             // The first hold to end, of the items this pass left held.
             let mut held_until: Option<Instant> = None;
-            if let Some((_, due)) = looked.as_mut() {
-                while let Some(item) = due.pop_front() {
-                    let held = holds.lock().ok().and_then(|h| h.until(&item.id));
-                    if let Some(until) = held {
-                        held_until = Some(held_until.map_or(until, |t| t.min(until)));
+            while let Some(item) = due.pop_front() {
+                let held = holds.lock().ok().and_then(|h| h.until(&item.id));
+                if let Some(until) = held {
+                    held_until = Some(held_until.map_or(until, |t| t.min(until)));
+                    continue;
+                }
+                let key = item.order_key.clone().unwrap_or_else(|| item.id.clone());
+                {
+                    let Ok(mut set) = in_flight.lock() else { break };
+                    if set.len() >= limit {
+                        // Started when a slot frees.
+                        due.push_front(item);
+                        break;
+                    }
+                    if !set.insert(key.clone()) {
+                        // In flight already (it, or one before it with
+                        // its order key): a later look finds it again.
                         continue;
                     }
-                    let key = item.order_key.clone().unwrap_or_else(|| item.id.clone());
-                    {
-                        let Ok(mut set) = in_flight.lock() else { break };
-                        if set.len() >= limit {
-                            // Started when a slot frees.
-                            due.push_front(item);
-                            break;
-                        }
-                        if !set.insert(key.clone()) {
-                            // In flight already (it, or one before it with
-                            // its order key): a later look finds it again.
-                            continue;
+                }
+                let (engine, in_flight, ended, holds) = (
+                    self.clone(),
+                    in_flight.clone(),
+                    ended.clone(),
+                    holds.clone(),
+                );
+                tokio::spawn(async move {
+                    // An attempt that panics (a bug) is held like one
+                    // whose outcome could not be recorded, and its order
+                    // key freed: the deliveries behind it go on.
+                    let recorded =
+                        crate::unwind::caught("an outbox attempt", engine.attempt(&item))
+                            .await
+                            .unwrap_or(false);
+                    if let Ok(mut h) = holds.lock() {
+                        if recorded {
+                            h.0.remove(&item.id);
+                        } else {
+                            h.hold(&item.id);
                         }
                     }
-                    let (engine, in_flight, ended, holds) = (
-                        self.clone(),
-                        in_flight.clone(),
-                        ended.clone(),
-                        holds.clone(),
-                    );
-                    tokio::spawn(async move {
-                        // An attempt that panics (a bug) is held like one
-                        // whose outcome could not be recorded, and its order
-                        // key freed: the deliveries behind it go on.
-                        let recorded =
-                            crate::unwind::caught("an outbox attempt", engine.attempt(&item))
-                                .await
-                                .unwrap_or(false);
-                        if let Ok(mut h) = holds.lock() {
-                            if recorded {
-                                h.0.remove(&item.id);
-                            } else {
-                                h.hold(&item.id);
-                            }
-                        }
-                        if let Ok(mut set) = in_flight.lock() {
-                            set.remove(&key);
-                        }
-                        ended.notify_one();
-                    });
-                }
-                busy = !due.is_empty();
+                    if let Ok(mut set) = in_flight.lock() {
+                        set.remove(&key);
+                    }
+                    ended.notify_one();
+                });
             }
-            busy |= in_flight.lock().map(|set| !set.is_empty()).unwrap_or(false);
+            let busy =
+                !due.is_empty() || in_flight.lock().map(|set| !set.is_empty()).unwrap_or(false);
             let wait = if busy {
                 // Woken when an attempt ends.
                 Duration::from_secs(1)
