@@ -141,7 +141,10 @@ impl Store {
                 before_commit: queue::before_commit,
                 when_idle: queue::index_search_backlog,
                 after_commit: nudge,
-                outbox_queued: outbox_queued.clone(),
+                tell: syncer::Tell {
+                    outbox_queued: outbox_queued.clone(),
+                    runtime: tokio::runtime::Handle::try_current().ok(),
+                },
                 failing: failing.clone(),
                 readers: readers.clone(),
                 wal,

@@ -45,8 +45,12 @@ pub enum Isolation {
     Batch,
 }
 
-/// Tells a job's caller how its batch ended: committed, or not (and why).
-pub(super) type Completion = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
+/// Tells a job how its batch ended: committed, or not (and why). It runs
+/// the job's after-commit step, and returns what wakes its caller, to be
+/// called once for the whole batch (see [`super::syncer::Tell`]).
+pub(super) type Completion = Box<dyn FnOnce(std::result::Result<(), &str>) -> Wake + Send>;
+/// Hands a job's result to its caller, waking it.
+pub(super) type Wake = Box<dyn FnOnce() + Send>;
 /// What the writer does around each batch besides running its jobs.
 pub struct Hooks {
     /// Counts the commits.
@@ -60,9 +64,8 @@ pub struct Hooks {
     pub when_idle: fn(&Connection) -> rusqlite::Result<bool>,
     /// Told of each commit.
     pub after_commit: super::checkpoint::Nudge,
-    /// Notified after a commit that queued outbox items (see
-    /// [`super::peers::queued_count`]).
-    pub outbox_queued: Arc<tokio::sync::Notify>,
+    /// Who hears of each commit.
+    pub tell: super::syncer::Tell,
     /// Whether writes are failing as a whole (see [`super::Failing`]).
     pub failing: tokio::sync::watch::Sender<Option<super::Failing>>,
     /// The kept read connections: their snapshots end just before each
@@ -122,7 +125,7 @@ impl Writer {
                         wal,
                         sync: super::checkpoint::sync_wal,
                         synced: hooks.synced.clone(),
-                        outbox_queued: hooks.outbox_queued.clone(),
+                        tell: hooks.tell.clone(),
                     })
                 });
                 let batch = Batch {
@@ -193,7 +196,9 @@ impl Writer {
                     (Err(Some(e)), _) => Err(e),
                     (Err(None), Ok(())) => Err(Error::NotStored("the job did not run".into())),
                 };
-                let _ = done_tx.send(out);
+                Box::new(move || {
+                    let _ = done_tx.send(out);
+                })
             });
             Ran {
                 complete,
@@ -400,7 +405,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         let why = format!("the write transaction could not begin ({e})");
         batch.health(Some(&why));
         for job in jobs {
-            (job(None, true).complete)(Err(&why));
+            (job(None, true).complete)(Err(&why))();
         }
         return false;
     }
@@ -430,7 +435,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         for c in completions {
             c(Err(
                 "another write in its batch failed, and the batch was rolled back",
-            ));
+            ))();
         }
         return false;
     }
@@ -446,7 +451,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
             let failure = format!("the commit failed ({e})");
             batch.health(Some(&failure));
             for c in completions {
-                c(Err(&failure));
+                c(Err(&failure))();
             }
             return false;
         }
@@ -469,7 +474,7 @@ fn commit_jobs(batch: &Batch<'_>, jobs: impl Iterator<Item = Job>) -> bool {
         None => Some(committed),
     };
     if let Some(committed) = mine {
-        super::syncer::answer(committed, &batch.hooks.outbox_queued);
+        super::syncer::answer(committed, &batch.hooks.tell);
     }
     owed
 }
