@@ -2,7 +2,8 @@
 //! completed echo task (its row and two messages) and answers once the
 //! transaction holding it has committed; `GetTask` reads it back. One
 //! writer thread groups whatever requests are waiting into one commit,
-//! after giving its core back once so that more of them are.
+//! after giving its core back once so that more of them are, and wakes
+//! their callers in one go.
 //! Usage: durable-floor PORT DB_PATH
 use std::sync::{Arc, Mutex, mpsc};
 
@@ -64,7 +65,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], now: i64) -> rusqlite::Resu
     tx.commit()
 }
 
-fn writer(mut conn: Connection, jobs: mpsc::Receiver<Job>) {
+fn writer(mut conn: Connection, jobs: mpsc::Receiver<Job>, runtime: tokio::runtime::Handle) {
     while let Ok(first) = jobs.recv() {
         // As Countersign's writer does: the core back once, so that the
         // requests its HTTP worker has read join this commit.
@@ -75,9 +76,13 @@ fn writer(mut conn: Connection, jobs: mpsc::Receiver<Job>) {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         let result = write_batch(&mut conn, &batch, now).map_err(|e| e.to_string());
-        for job in batch {
-            let _ = job.done.send(result.clone());
-        }
+        // As Countersign's writer does: the callers are woken by one task on
+        // the runtime, so its worker wakes once a batch, not once a caller.
+        runtime.spawn(async move {
+            for job in batch {
+                let _ = job.done.send(result.clone());
+            }
+        });
     }
 }
 
@@ -192,7 +197,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (tx, rx) = mpsc::channel();
     let conn = open(&path)?;
-    std::thread::spawn(move || writer(conn, rx));
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::spawn(move || writer(conn, rx, runtime));
     let app = Arc::new(App {
         writer: tx,
         reader: Mutex::new(open(&path)?),
