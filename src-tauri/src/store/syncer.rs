@@ -385,6 +385,54 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_s_callers_are_woken_by_one_task_after_every_after_commit_step() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let tell = Tell {
+            runtime: Some(rt.handle().clone()),
+            ..no_runtime()
+        };
+        let (step, steps) = mpsc::channel();
+        let (woke, woken) = mpsc::channel();
+        let batch_of = |numbers: std::ops::RangeInclusive<u64>| Committed {
+            number: *numbers.start(),
+            to_disk: false,
+            queued: false,
+            completions: numbers
+                .map(|n| -> Completion {
+                    let (step, woke) = (step.clone(), woke.clone());
+                    Box::new(move |r| {
+                        assert!(r.is_ok());
+                        step.send(n).unwrap();
+                        Box::new(move || woke.send(n).unwrap())
+                    })
+                })
+                .collect(),
+        };
+        answer(batch_of(1..=3), &tell);
+        // The after-commit steps ran here, in order; no caller is woken
+        // until the runtime runs the task that wakes them.
+        assert_eq!(steps.try_iter().collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(woken.try_recv(), Err(mpsc::TryRecvError::Empty));
+        let mut got = Vec::new();
+        rt.block_on(async {
+            for _ in 0..100 {
+                got.extend(woken.try_iter());
+                if got.len() >= 3 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+        assert_eq!(got, [1, 2, 3]);
+        // A batch of one wakes its caller at once.
+        answer(batch_of(4..=4), &tell);
+        assert_eq!(steps.try_recv(), Ok(4));
+        assert_eq!(woken.try_recv(), Ok(4));
+    }
+
+    #[test]
     fn a_panicking_completion_does_not_stop_the_others() {
         let (log, answered) = mpsc::channel();
         let mut b = batch(1, false, &log);
