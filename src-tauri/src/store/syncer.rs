@@ -46,6 +46,8 @@ pub(super) struct Told {
 /// items, and the batch's callers.
 #[derive(Clone)]
 pub(super) struct Tell {
+    /// Notified after a commit that queued outbox items (see
+    /// [`super::peers::queued_count`]).
     pub outbox_queued: Arc<tokio::sync::Notify>,
     /// The runtime the callers wait on, if the store was opened on one.
     /// A batch's callers are woken there by one task, in one go. Woken one
