@@ -86,6 +86,10 @@ const BLOCKING_READS: usize = 8;
 /// room for point reads ([`Store::read_point`]) on the async workers.
 const KEPT_READERS: usize = BLOCKING_READS + 8;
 
+/// How long a connection waits for a lock another holds before it gives up
+/// with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Handle to the database: cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -426,7 +430,6 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
          PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {sync};
          PRAGMA foreign_keys = OFF;
-         PRAGMA busy_timeout = 5000;
          PRAGMA temp_store = MEMORY;"
     ))
     .map_err(|source| match source.sqlite_error_code() {
@@ -436,6 +439,7 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
             source,
         },
     })?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     // Every statement the store runs stays prepared (there are over 100).
     conn.set_prepared_statement_cache_capacity(256);
     // Without the query planner stability guarantee, a statement whose plan
@@ -716,6 +720,76 @@ mod tests {
         store.close().await;
         let wal = std::fs::metadata(path.with_extension("sqlite-wal")).map_or(0, |m| m.len());
         assert_eq!(wal, 0);
+    }
+
+    /// SQLite never makes the WAL file smaller. A burst that outruns the
+    /// checkpoints (here: a read held open through it) grows the file; once
+    /// the writer has been idle it empties it, unless a read still holds the
+    /// log, and loses nothing either way.
+    #[tokio::test]
+    async fn an_idle_writer_empties_a_grown_wal_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let wal = path.with_extension("sqlite-wal");
+        let size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        store
+            .write(|c| Ok(c.execute_batch("CREATE TABLE seq (n INTEGER PRIMARY KEY, b BLOB)")?))
+            .await
+            .unwrap();
+        let count = |c: &Connection| -> Result<i64> {
+            Ok(c.query_row("SELECT count(*) FROM seq", [], |r| r.get(0))?)
+        };
+        let pin = Connection::open(&path).unwrap();
+        pin.execute_batch("BEGIN").unwrap();
+        assert_eq!(count(&pin).unwrap(), 0);
+        for _ in 0..40 {
+            store
+                .write(|c| Ok(c.execute("INSERT INTO seq (b) VALUES (zeroblob(200000))", [])?))
+                .await
+                .unwrap();
+        }
+        let grown = size();
+        assert!(grown > writer::WAL_KEPT, "the WAL file has {grown} bytes");
+        // Idle, but the read still holds the log: the file is left as is,
+        // and the writer does not wait for the read to end.
+        tokio::time::sleep(writer::IDLE * 3).await;
+        assert_eq!(size(), grown);
+        let write = store.write(|c| Ok(c.execute("INSERT INTO seq (b) VALUES (0)", [])?));
+        tokio::time::timeout(Duration::from_secs(2), write)
+            .await
+            .expect("the writer waited for the read")
+            .unwrap();
+        pin.execute_batch("COMMIT").unwrap();
+        drop(pin);
+        // The next idle spell after a write empties it.
+        store
+            .write(|c| Ok(c.execute("INSERT INTO seq (b) VALUES (1)", [])?))
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while size() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL file still has {} bytes",
+                size()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(store.read_point(count).unwrap(), 42);
+        // Writes go on into the emptied file.
+        store
+            .write(|c| Ok(c.execute("INSERT INTO seq (b) VALUES (2)", [])?))
+            .await
+            .unwrap();
+        assert_eq!(store.read(count).await.unwrap(), 43);
+        store.close().await;
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        assert_eq!(store.read_point(count).unwrap(), 43);
+        let check: String = store
+            .read_point(|c| Ok(c.query_row("PRAGMA integrity_check", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(check, "ok");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
