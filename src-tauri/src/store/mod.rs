@@ -90,6 +90,13 @@ const KEPT_READERS: usize = BLOCKING_READS + 8;
 /// with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The WAL file of the database at `db`: SQLite's name for it.
+pub(super) fn wal_path(db: &Path) -> PathBuf {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
 /// Handle to the database: cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -129,11 +136,7 @@ impl Store {
         let readers = readers::Readers::new(path, durability, commits.clone(), KEPT_READERS);
         // Checkpoints run on their own thread and connection.
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)?;
-        let wal = (durability == Durability::Normal).then(|| {
-            let mut wal = path.as_os_str().to_owned();
-            wal.push("-wal");
-            PathBuf::from(wal)
-        });
+        let wal = (durability == Durability::Normal).then(|| wal_path(path));
         let nudge = checkpoint::start(open_connection(path, durability)?, wal.clone());
         let outbox_queued = Arc::new(tokio::sync::Notify::new());
         let (failing, _) = tokio::sync::watch::channel(None);

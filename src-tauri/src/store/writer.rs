@@ -373,7 +373,10 @@ fn idle(batch: &Batch<'_>) {
 /// thread mid-copy, leaves it for the next idle spell.
 fn cut_back_wal(batch: &Batch<'_>) {
     let conn = batch.conn;
-    let Some(wal) = conn.path().map(|p| format!("{p}-wal")) else {
+    let Some(wal) = conn
+        .path()
+        .map(|p| super::wal_path(std::path::Path::new(p)))
+    else {
         return;
     };
     let size = match std::fs::metadata(&wal) {
