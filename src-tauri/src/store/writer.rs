@@ -294,11 +294,11 @@ impl Batch<'_> {
 fn run(batch: &Batch<'_>, rx: &mpsc::Receiver<Command>) -> Option<oneshot::Sender<()>> {
     let mut shutdown: Option<oneshot::Sender<()>> = None;
     // A store may open with work left from before (a crash), and with a
-    // large WAL.
+    // large WAL. Only a commit leaves work owed, so `owed` implies `wrote`.
     let mut owed = true;
     let mut wrote = true;
     while shutdown.is_none() {
-        let next = if owed || wrote {
+        let next = if wrote {
             match rx.recv_timeout(IDLE) {
                 Ok(c) => Some(c),
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
